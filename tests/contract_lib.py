@@ -1,0 +1,117 @@
+"""Shared machinery for the contract suite (tests/test_contract.py).
+
+Every model family registered by fairseq_local describes itself once, in
+``tests/contract_specs/<family>.py``, as ``SPECS = {"<fairseq model name>": ContractSpec(...)}``.
+The contract suite then runs every *architecture* of that model (every
+``@register_model_architecture`` of it) through the same checks, with ``tiny_args`` appended to
+the command line so paper-size archs stay small on CPU while their own arch function (cell type,
+number of channels, ablation switches...) still runs.
+"""
+import dataclasses
+import glob
+import importlib
+import os
+import random
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+@dataclasses.dataclass
+class ContractSpec:
+    """How the contract suite exercises one registered fairseq model (all its archs)."""
+
+    task: str  # "translation", "language_modeling", "lattice_translation", ...
+    tiny_args: List[str]  # CLI args that shrink every arch of this model for CPU tests
+    # make_data(tmpdir) -> (data_dir, extra task args); None = default builder for ``task``
+    make_data: Optional[Callable[[Path], Tuple[Path, List[str]]]] = None
+    hydra_config: Optional[str] = None  # name of a YAML under configs/ (without .yaml)
+    hydra_overrides: List[str] = dataclasses.field(default_factory=list)
+    # regexes of parameters that legitimately receive no gradient on the tiny batch
+    no_grad_params: List[str] = dataclasses.field(default_factory=list)
+    train_args: List[str] = dataclasses.field(default_factory=list)  # extra fairseq-train args
+    generate_args: List[str] = dataclasses.field(default_factory=list)  # extra fairseq-generate args
+
+
+def load_specs() -> Dict[str, ContractSpec]:
+    specs: Dict[str, ContractSpec] = {}
+    for path in sorted(glob.glob(str(HERE / "contract_specs" / "*.py"))):
+        name = Path(path).stem
+        if name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"contract_specs.{name}")
+        for model_name, spec in getattr(mod, "SPECS", {}).items():
+            assert model_name not in specs, f"model {model_name} has two contract specs"
+            specs[model_name] = spec
+    return specs
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny synthetic data, made with the project's own generator and binarized by fairseq-preprocess
+# ---------------------------------------------------------------------------------------------
+def _write_lines(path: Path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def make_translation_data(tmp: Path, n_train=48, n_valid=8, seed=0) -> Tuple[Path, List[str]]:
+    from fairseq_local.data.synthetic import SyntheticTranslationCorpus
+
+    raw = tmp / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    corpus = SyntheticTranslationCorpus(seed=seed, max_len=9)
+    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_valid)):
+        pairs = corpus.sample(n)
+        _write_lines(raw / f"{split}.src", [s for s, _ in pairs])
+        _write_lines(raw / f"{split}.tgt", [t for _, t in pairs])
+    out = tmp / "bin"
+    _preprocess([
+        "--source-lang", "src", "--target-lang", "tgt",
+        "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"),
+        "--testpref", str(raw / "test"), "--destdir", str(out), "--workers", "1",
+    ])
+    return out, ["--source-lang", "src", "--target-lang", "tgt"]
+
+
+def make_lm_data(tmp: Path, n_train=48, n_valid=8, seed=0) -> Tuple[Path, List[str]]:
+    from fairseq_local.data.synthetic import SyntheticTranslationCorpus
+
+    raw = tmp / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    corpus = SyntheticTranslationCorpus(seed=seed, max_len=9)
+    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_valid)):
+        _write_lines(raw / f"{split}.txt", [t for _, t in corpus.sample(n)])
+    out = tmp / "bin"
+    _preprocess([
+        "--only-source", "--trainpref", str(raw / "train.txt"), "--validpref", str(raw / "valid.txt"),
+        "--testpref", str(raw / "test.txt"), "--destdir", str(out), "--workers", "1",
+    ])
+    return out, ["--tokens-per-sample", "16"]
+
+
+def _preprocess(argv):
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    parser = options.get_preprocessing_parser()
+    preprocess.main(parser.parse_args(argv))
+
+
+DEFAULT_DATA = {"translation": make_translation_data, "language_modeling": make_lm_data}
+
+
+def data_for(spec: ContractSpec, tmp: Path):
+    maker = spec.make_data or DEFAULT_DATA.get(spec.task)
+    if maker is None:
+        raise AssertionError(f"task {spec.task} has no default data builder: give the spec make_data")
+    return maker(tmp)
+
+
+def seed_all(seed=1):
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
