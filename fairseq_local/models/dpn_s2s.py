@@ -1,0 +1,383 @@
+"""DPN-S2S: Double Path Networks for Sequence to Sequence Learning (Song et al., COLING 2018).
+
+Encoder (Section 3.1): token + position embeddings feed a CNN path (Eq. 5) and a SAN path
+(Eq. 6-7), which produce two context sequences. Decoder (Section 3.2-3.3): a causal CNN path and a
+masked SAN path; in every decoder layer each path attends to both encoder paths (four flows,
+Eq. 8) and fuses the two contexts with a scalar gate (Eq. 9); the paths' outputs are fused by an
+output gate (Eq. 10) before the softmax. ``--encoder-paths`` / ``--decoder-paths`` remove either
+path on either side (the ablations M1-M9 of Table 4); ``--force-*-gate`` pins a gate to a constant.
+
+The building blocks live in ``fairseq_local/modules/dpn_paths.py`` and ``dpn_gate.py``. The
+baselines of Tables 1-2 (wider/deeper CNN and SAN) are archs of fairseq's ``fconv`` and
+``transformer`` models registered at the end of this file.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+from fairseq import utils
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+from fairseq.models.fconv import base_architecture as fconv_base_architecture
+from fairseq.models.transformer import base_architecture as transformer_base_architecture
+from fairseq.modules import FairseqDropout, PositionalEmbedding
+from fairseq.utils import safe_getattr
+from torch import Tensor, nn
+
+from fairseq_local.modules.dpn_gate import DPNGate
+from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
+
+PATHS = ("cnn", "san")
+
+
+@dataclass
+class DPNS2SConfig(FairseqDataclass):
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on SAN attention weights"})
+    activation_dropout: float = field(default=0.0, metadata={"help": "dropout after the SAN FFN ReLU"})
+    encoder_embed_dim: int = field(default=256, metadata={"help": "source embedding / model size d"})
+    decoder_embed_dim: int = field(default=256, metadata={"help": "target embedding / model size d (= encoder)"})
+    encoder_paths: str = field(default="cnn,san", metadata={"help": "encoder paths: cnn, san or cnn,san"})
+    decoder_paths: str = field(default="cnn,san", metadata={"help": "decoder paths: cnn, san or cnn,san"})
+    encoder_conv_layers: int = field(default=4, metadata={"help": "GLU convolution layers of the encoder CNN path"})
+    decoder_conv_layers: int = field(default=4, metadata={"help": "GLU convolution layers of the decoder CNN path"})
+    encoder_conv_dim: int = field(default=256, metadata={"help": "hidden size of the encoder CNN path"})
+    decoder_conv_dim: int = field(default=256, metadata={"help": "hidden size of the decoder CNN path"})
+    encoder_kernel_size: int = field(default=3, metadata={"help": "kernel width of the encoder convolutions (odd)"})
+    decoder_kernel_size: int = field(default=3, metadata={"help": "kernel width of the decoder convolutions"})
+    encoder_san_layers: int = field(default=2, metadata={"help": "self-attention layers of the encoder SAN path"})
+    decoder_san_layers: int = field(default=2, metadata={"help": "self-attention layers of the decoder SAN path"})
+    encoder_ffn_embed_dim: int = field(default=1024, metadata={"help": "SAN filter size (encoder)"})
+    decoder_ffn_embed_dim: int = field(default=1024, metadata={"help": "SAN filter size (decoder)"})
+    encoder_attention_heads: int = field(default=4, metadata={"help": "SAN attention heads (encoder)"})
+    decoder_attention_heads: int = field(default=4, metadata={"help": "SAN attention heads (decoder)"})
+    san_normalize_before: bool = field(default=False, metadata={"help": "pre-norm SAN layers"})
+    learned_pos: bool = field(default=False, metadata={"help": "learned (not sinusoidal) position embeddings"})
+    no_scale_embedding: bool = field(default=False, metadata={"help": "do not scale embeddings by sqrt(d)"})
+    share_decoder_input_output_embed: bool = field(default=False, metadata={"help": "tie target in/out embeddings"})
+    share_all_embeddings: bool = field(default=False, metadata={"help": "tie source, target, output embeddings"})
+    force_cnn_context_gate: Optional[float] = field(
+        default=None, metadata={"help": "pin g^c of Eq. 9 (0: CNN decoder reads the CNN encoder only, 1: SAN)"})
+    force_san_context_gate: Optional[float] = field(
+        default=None, metadata={"help": "pin g^a of Eq. 9 (0: SAN decoder reads the SAN encoder only, 1: CNN)"})
+    force_output_gate: Optional[float] = field(
+        default=None, metadata={"help": "pin g^o of Eq. 10 (0: CNN decoder path only, 1: SAN path only)"})
+    max_source_positions: int = field(default=1024, metadata={"help": "max source length"})
+    max_target_positions: int = field(default=1024, metadata={"help": "max target length"})
+
+
+def parse_paths(value: str, option: str) -> List[str]:
+    """``"cnn,san"`` -> ``["cnn", "san"]`` with a one-line error for anything else."""
+    paths = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not paths or len(set(paths)) != len(paths) or any(p not in PATHS for p in paths):
+        raise ValueError(f"--{option} must be 'cnn', 'san' or 'cnn,san', got {value!r}")
+    return [p for p in PATHS if p in paths]
+
+
+def _embedding(num, dim, padding_idx):
+    m = nn.Embedding(num, dim, padding_idx=padding_idx)
+    nn.init.normal_(m.weight, mean=0, std=dim ** -0.5)
+    nn.init.constant_(m.weight[padding_idx], 0)
+    return m
+
+
+class _Embedder(nn.Module):
+    """scaled token embedding + position embedding + dropout, output T x B x d (Section 3.1)."""
+
+    def __init__(self, cfg, embed_tokens, max_positions):
+        super().__init__()
+        dim, self.padding_idx = embed_tokens.embedding_dim, embed_tokens.padding_idx
+        self.embed_tokens = embed_tokens
+        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(dim)
+        self.embed_positions = PositionalEmbedding(max_positions, dim, self.padding_idx, learned=cfg.learned_pos)
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+
+    def forward(self, tokens, incremental_state=None):
+        positions = self.embed_positions(tokens, incremental_state=incremental_state)
+        if incremental_state is not None:
+            tokens, positions = tokens[:, -1:], positions[:, -1:]
+        x = self.embed_scale * self.embed_tokens(tokens) + positions
+        return self.dropout_module(x).transpose(0, 1)
+
+
+class DPNEncoder(FairseqEncoder):
+    """Double path encoder: the CNN path gives keys k^c and values v^c = (k^c + e) sqrt(1/2) (as
+    ConvS2S), the SAN path gives k^a = v^a."""
+
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(dictionary)
+        self.paths = parse_paths(cfg.encoder_paths, "encoder-paths")
+        self.embed = _Embedder(cfg, embed_tokens, cfg.max_source_positions)
+        self.max_source_positions = cfg.max_source_positions
+        d = cfg.encoder_embed_dim
+        self.cnn = (ConvPath(d, cfg.encoder_conv_dim, cfg.encoder_conv_layers, cfg.encoder_kernel_size, cfg.dropout,
+                             causal=False) if "cnn" in self.paths else None)
+        self.san = (SANPath(d, cfg.encoder_ffn_embed_dim, cfg.encoder_attention_heads, cfg.encoder_san_layers,
+                            cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.san_normalize_before)
+                    if "san" in self.paths else None)
+
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        padding_mask = src_tokens.eq(self.embed.padding_idx)  # B x S
+        mask = padding_mask if padding_mask.any() else None
+        x = self.embed(src_tokens)  # S x B x d
+        out = {"encoder_out": [], "encoder_padding_mask": [padding_mask], "cnn_keys": [], "cnn_values": [],
+               "san_out": [], "src_lengths": [] if src_lengths is None else [src_lengths]}
+        if self.cnn is not None:
+            keys, _ = self.cnn(x, padding_mask=mask)
+            out["cnn_keys"] = [keys]
+            out["cnn_values"] = [(keys + x) * SQRT_HALF]
+        if self.san is not None:
+            if mask is not None:
+                x = x.masked_fill(mask.t().unsqueeze(-1), 0.0)
+            out["san_out"] = [self.san(x, padding_mask=mask)[0]]
+        out["encoder_out"] = out["san_out"] or out["cnn_keys"]
+        return out
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        batch_first = {"encoder_padding_mask", "src_lengths"}
+        return {k: [t.index_select(0 if k in batch_first else 1, new_order) for t in v]
+                for k, v in encoder_out.items()}
+
+    def max_positions(self):
+        return self.max_source_positions
+
+
+class DPNDecoder(FairseqIncrementalDecoder):
+    """Double path decoder with gated cross attention (Eq. 8-10)."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, encoder_paths):
+        super().__init__(dictionary)
+        self.paths = parse_paths(cfg.decoder_paths, "decoder-paths")
+        self.encoder_paths = list(encoder_paths)
+        mem = [{"cnn": "c", "san": "a"}[p] for p in self.encoder_paths]
+        d = cfg.decoder_embed_dim
+        self.embed = _Embedder(cfg, embed_tokens, cfg.max_target_positions)
+        self.max_target_positions = cfg.max_target_positions
+        self.cnn = (ConvPath(d, cfg.decoder_conv_dim, cfg.decoder_conv_layers, cfg.decoder_kernel_size, cfg.dropout,
+                             causal=True, paths=mem, forced_gate=cfg.force_cnn_context_gate)
+                    if "cnn" in self.paths else None)
+        self.san = (SANPath(d, cfg.decoder_ffn_embed_dim, cfg.decoder_attention_heads, cfg.decoder_san_layers,
+                            cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.san_normalize_before,
+                            paths=list(reversed(mem)), forced_gate=cfg.force_san_context_gate)
+                    if "san" in self.paths else None)
+        self.output_gate = DPNGate(d, cfg.force_output_gate) if len(self.paths) == 2 else None
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.output_projection = nn.Linear(d, len(dictionary), bias=False)
+        if cfg.share_decoder_input_output_embed or cfg.share_all_embeddings:
+            self.output_projection.weight = embed_tokens.weight
+        else:
+            nn.init.normal_(self.output_projection.weight, mean=0, std=d ** -0.5)
+        self._future_mask = torch.empty(0)
+
+    def gates(self) -> Dict[str, nn.Module]:
+        """The gates of this decoder by name (``cnn.<layer>``, ``san.<layer>``, ``output``)."""
+        named = {}
+        if self.cnn is not None:
+            named.update({f"cnn.{i}": a.gate for i, a in enumerate(self.cnn.attention) if a.gate is not None})
+        if self.san is not None:
+            named.update({f"san.{i}": l.gate for i, l in enumerate(self.san.layers) if l.gate is not None})
+        if self.output_gate is not None:
+            named["output"] = self.output_gate
+        return named
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False,
+                return_all_attn=False, **kwargs):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state, return_all_attn)
+        if not features_only:
+            x = self.output_layer(x)
+        return x, extra
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, return_all_attn=False,
+                         **kwargs):
+        """Returns B x T x d features z^o and ``extra`` with ``flows`` = {"cc", "ca", "ac", "aa": [per-layer
+        B x T x S alignments]} (decoder path first, encoder path second) and ``output_gate`` (B x T x 1)."""
+        x = self.embed(prev_output_tokens, incremental_state)  # T x B x d
+        padding_mask = encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None
+        if padding_mask is not None and not padding_mask.any():
+            padding_mask = None
+        memory = {}
+        if encoder_out["cnn_keys"]:
+            memory["c"] = (encoder_out["cnn_keys"][0], encoder_out["cnn_values"][0])
+        if encoder_out["san_out"]:
+            memory["a"] = (encoder_out["san_out"][0], encoder_out["san_out"][0])
+        flows: Dict[str, List[Optional[Tensor]]] = {}
+        outs = []
+        if self.cnn is not None:
+            zc, attns = self.cnn(x, None, memory, padding_mask, incremental_state)
+            for layer in attns:
+                for p, a in layer.items():
+                    flows.setdefault("c" + p, []).append(a)
+            outs.append(zc)
+        if self.san is not None:
+            mask = self.buffered_future_mask(x) if incremental_state is None else None
+            za, attns = self.san(x, mask, None, memory, padding_mask, incremental_state, need_attn=return_all_attn)
+            for layer in attns:
+                for p, a in layer.items():
+                    flows.setdefault("a" + p, []).append(a)
+            outs.append(za)
+        gate = None
+        if self.output_gate is not None:
+            z, gate = self.output_gate(outs[0], outs[1])
+        else:
+            z = outs[0]
+        z = self.dropout_module(z.transpose(0, 1))
+        extra = {"attn": [None], "flows": flows,
+                 "output_gate": None if gate is None else gate.transpose(0, 1)}
+        return z, extra
+
+    def output_layer(self, features, **kwargs):
+        return self.output_projection(features)
+
+    def buffered_future_mask(self, x):
+        dim = x.size(0)
+        if self._future_mask.size(0) < dim or self._future_mask.device != x.device or \
+                self._future_mask.dtype != x.dtype:
+            self._future_mask = torch.triu(utils.fill_with_neg_inf(x.new_zeros(dim, dim)), 1)
+        return self._future_mask[:dim, :dim]
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+@register_model("dpn_s2s", dataclass=DPNS2SConfig)
+class DPNS2SModel(FairseqEncoderDecoderModel):
+    """DPN-S2S (Song et al., 2018); see the module docstring."""
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
+            raise ValueError(f"--encoder-embed-dim ({cfg.encoder_embed_dim}) must equal --decoder-embed-dim "
+                             f"({cfg.decoder_embed_dim}): the decoder attends to both encoder paths directly")
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        enc_emb = _embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
+        if cfg.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joined dictionary (fairseq-preprocess --joined-dictionary)")
+            dec_emb = enc_emb
+        else:
+            dec_emb = _embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
+        encoder = DPNEncoder(cfg, src_dict, enc_emb)
+        decoder = DPNDecoder(cfg, tgt_dict, dec_emb, encoder.paths)
+        return cls(encoder, decoder)
+
+    def force_gates(self, cnn_context=None, san_context=None, output=None):
+        """Pin the decoder's gates (None leaves a gate learned)."""
+        for name, gate in self.decoder.gates().items():
+            value = {"cnn": cnn_context, "san": san_context, "output": output}[name.split(".")[0]]
+            gate.force(value)
+
+
+# ------------------------------------------------------------------------------------------------
+# architectures: they only fill defaults, so command-line values win
+# ------------------------------------------------------------------------------------------------
+def _setdefault(args, **defaults):
+    for k, v in defaults.items():
+        setattr(args, k, safe_getattr(args, k, v))
+
+
+@register_model_architecture("dpn_s2s", "dpn_s2s")
+def dpn_s2s_base(args):
+    """Defaults = the IWSLT14 De-En model of Section 4.2."""
+    cfg = DPNS2SConfig()
+    _setdefault(args, **{f: getattr(cfg, f) for f in cfg.__dataclass_fields__ if not f.startswith("_")})
+
+
+@register_model_architecture("dpn_s2s", "dpn_s2s_iwslt_de_en")
+def dpn_s2s_iwslt_de_en(args):
+    """IWSLT14 De-En (Section 4.2, Table 1): 4 CNN layers of 256, 2 SAN layers 256/1024, emb 256, dropout 0.1."""
+    _setdefault(args, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256, encoder_conv_layers=4,
+                decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256, encoder_san_layers=2,
+                decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024)
+    dpn_s2s_base(args)
+
+
+@register_model_architecture("dpn_s2s", "dpn_s2s_nist_zh_en")
+def dpn_s2s_nist_zh_en(args):
+    """NIST Zh-En (Section 4.2, Table 2): 12 CNN layers, 6 SAN layers, hidden 256, filter 1024, dropout 0.2."""
+    _setdefault(args, dropout=0.2, encoder_conv_layers=12, decoder_conv_layers=12, encoder_san_layers=6,
+                decoder_san_layers=6)
+    dpn_s2s_iwslt_de_en(args)
+
+
+@register_model_architecture("dpn_s2s", "dpn_s2s_gigaword")
+def dpn_s2s_gigaword(args):
+    """Gigaword summarisation (Section 4.2, Table 3): the IWSLT14 setting."""
+    dpn_s2s_iwslt_de_en(args)
+
+
+# Table 4 ablations (IWSLT14 sizes); M9 is the full model.
+_ABLATIONS = {
+    1: ("cnn", "cnn"), 2: ("cnn", "san"), 3: ("cnn", "cnn,san"),
+    4: ("san", "cnn"), 5: ("san", "san"), 6: ("san", "cnn,san"),
+    7: ("cnn,san", "cnn"), 8: ("cnn,san", "san"), 9: ("cnn,san", "cnn,san"),
+}
+
+
+def _ablation(enc, dec):
+    def arch(args):
+        _setdefault(args, encoder_paths=enc, decoder_paths=dec)
+        dpn_s2s_iwslt_de_en(args)
+
+    return arch
+
+
+for _m, (_enc, _dec) in _ABLATIONS.items():
+    _fn = _ablation(_enc, _dec)
+    _fn.__name__ = f"dpn_s2s_m{_m}"
+    _fn.__doc__ = f"Table 4 row M{_m}: encoder paths {_enc}, decoder paths {_dec}."
+    register_model_architecture("dpn_s2s", f"dpn_s2s_m{_m}")(_fn)
+
+
+# Tables 1-2 baselines as fairseq fconv / transformer archs (Section 4.2)
+@register_model_architecture("fconv", "dpn_baseline_wider_cnn_iwslt")
+def dpn_baseline_wider_cnn_iwslt(args):
+    """Table 1 'Wider CNN': ConvS2S with 4 layers of 512 units."""
+    _setdefault(args, encoder_embed_dim=256, decoder_embed_dim=256, decoder_out_embed_dim=256, dropout=0.1,
+                encoder_layers="[(512, 3)] * 4", decoder_layers="[(512, 3)] * 4")
+    fconv_base_architecture(args)
+
+
+@register_model_architecture("fconv", "dpn_baseline_deeper_cnn_iwslt")
+def dpn_baseline_deeper_cnn_iwslt(args):
+    """Table 1 'Deeper CNN': ConvS2S with 8 layers of 256 units."""
+    _setdefault(args, encoder_layers="[(256, 3)] * 8", decoder_layers="[(256, 3)] * 8")
+    dpn_baseline_wider_cnn_iwslt(args)
+
+
+@register_model_architecture("fconv", "dpn_baseline_cnn_nist")
+def dpn_baseline_cnn_nist(args):
+    """Table 2 'CNN': ConvS2S with 12 layers of 512 units, dropout 0.2."""
+    _setdefault(args, dropout=0.2, encoder_layers="[(512, 3)] * 12", decoder_layers="[(512, 3)] * 12")
+    dpn_baseline_wider_cnn_iwslt(args)
+
+
+@register_model_architecture("transformer", "dpn_baseline_wider_san_iwslt")
+def dpn_baseline_wider_san_iwslt(args):
+    """Table 1 'Wider SAN': Transformer with 2 layers of 512 (filter 2048, 8 heads)."""
+    _setdefault(args, encoder_embed_dim=512, decoder_embed_dim=512, encoder_ffn_embed_dim=2048,
+                decoder_ffn_embed_dim=2048, encoder_attention_heads=8, decoder_attention_heads=8,
+                encoder_layers=2, decoder_layers=2, dropout=0.1)
+    transformer_base_architecture(args)
+
+
+@register_model_architecture("transformer", "dpn_baseline_deeper_san_iwslt")
+def dpn_baseline_deeper_san_iwslt(args):
+    """Table 1 'Deeper SAN': Transformer with 4 layers of 256 (filter 1024, 4 heads)."""
+    _setdefault(args, encoder_embed_dim=256, decoder_embed_dim=256, encoder_ffn_embed_dim=1024,
+                decoder_ffn_embed_dim=1024, encoder_attention_heads=4, decoder_attention_heads=4,
+                encoder_layers=4, decoder_layers=4)
+    dpn_baseline_wider_san_iwslt(args)
+
+
+@register_model_architecture("transformer", "dpn_baseline_san_nist")
+def dpn_baseline_san_nist(args):
+    """Table 2 'SAN': Transformer with 6 layers of 512, filter 2048, dropout 0.2."""
+    _setdefault(args, encoder_layers=6, decoder_layers=6, dropout=0.2)
+    dpn_baseline_wider_san_iwslt(args)

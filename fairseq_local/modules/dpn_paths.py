@@ -1,0 +1,211 @@
+"""The CNN and SAN paths of DPN-S2S (Song et al., COLING 2018, Section 3), built from fairseq modules.
+
+* ``ConvPath``: a stack of gated linear unit convolutions with residual connections (Eq. 5, as in
+  ConvS2S / fairseq ``fconv``: weight-normalised ``ConvTBC`` in the encoder, causal
+  ``LinearizedConvolution`` in the decoder, so incremental decoding buffers the last k inputs).
+* ``SANLayer``: a Transformer layer (Eq. 6-7) on fairseq's ``MultiheadAttention`` (which keeps its
+  own incremental state); causal self-attention in the decoder.
+
+In the decoder every layer of either path attends to each encoder path that exists (the four
+flows of Eq. 8: cc, ca, ac, aa) and fuses the two contexts with one ``DPNGate`` (Eq. 9), its own
+flow first: the CNN path computes ``ctx^c = ctx^cc (1 - g^c) + ctx^ca g^c`` and the SAN path
+``ctx^a = ctx^aa (1 - g^a) + ctx^ac g^a``. With a single encoder path there is no gate.
+
+Encoder memories are passed as ``{"c": (keys, values), "a": (keys, values)}`` (S x B x d).
+The CNN-path attention is ConvS2S's dot attention (Eq. 4): the query is
+``(W_in h + target embedding) * sqrt(1/2)``, one query projection shared by both flows (Eq. 8 uses
+the same q^c for ctx^cc and ctx^ca), the context is scaled by sqrt(source length) and fused before
+the output projection. The SAN path uses one multi-head attention per encoder path.
+"""
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from fairseq.models.fconv import ConvTBC as WeightNormConvTBC
+from fairseq.models.fconv import Linear as WeightNormLinear
+from fairseq.models.fconv import LinearizedConv1d
+from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
+from torch import Tensor, nn
+
+from fairseq_local.modules.dpn_gate import DPNGate
+
+Memory = Dict[str, Tuple[Tensor, Tensor]]
+IncState = Optional[Dict[str, Dict[str, Optional[Tensor]]]]
+SQRT_HALF = math.sqrt(0.5)
+PATH_NAMES = {"c": "cnn", "a": "san"}
+
+
+class ConvPathAttention(nn.Module):
+    """Dec-Enc attention of one CNN decoder layer over one or two encoder paths, fused by Eq. 9."""
+
+    def __init__(self, conv_dim: int, embed_dim: int, paths: Sequence[str], forced_gate=None):
+        super().__init__()
+        self.paths = tuple(paths)
+        self.in_projection = WeightNormLinear(conv_dim, embed_dim)
+        self.out_projection = WeightNormLinear(embed_dim, conv_dim)
+        self.gate = DPNGate(embed_dim, forced_gate) if len(self.paths) == 2 else None
+
+    def forward(self, x: Tensor, target_embedding: Tensor, memory: Memory, memory_padding_mask: Optional[Tensor]):
+        """x: T x B x H (GLU output), target_embedding: T x B x d -> (T x B x H, {path: B x T x S})."""
+        residual = x
+        q = ((self.in_projection(x) + target_embedding) * SQRT_HALF).transpose(0, 1)  # B x T x d
+        ctxs, probs = [], {}
+        for p in self.paths:
+            keys, values = memory[p]
+            scores = torch.bmm(q, keys.permute(1, 2, 0))  # B x T x S
+            if memory_padding_mask is not None:
+                scores = scores.masked_fill(memory_padding_mask.unsqueeze(1), float("-inf"))
+            attn = F.softmax(scores, dim=-1)
+            ctxs.append(torch.bmm(attn, values.transpose(0, 1)))  # B x T x d
+            probs[p] = attn
+        ctx = ctxs[0] if self.gate is None else self.gate(ctxs[0], ctxs[1])[0]
+        # ConvS2S scales the context by sqrt(number of real source positions)
+        s = keys.size(0)
+        if memory_padding_mask is None:
+            ctx = ctx * math.sqrt(s)
+        else:
+            ctx = ctx * (s - memory_padding_mask.type_as(ctx).sum(dim=1)).sqrt().view(-1, 1, 1)
+        return (self.out_projection(ctx.transpose(0, 1)) + residual) * SQRT_HALF, probs
+
+
+class ConvPath(nn.Module):
+    """Eq. 5: h^l = GLU(conv(h^{l-1})) + h^{l-1} (residuals scaled by sqrt(1/2) as in ConvS2S).
+
+    ``causal`` selects the decoder form (left padding k-1, future steps removed, incremental
+    buffering by ``LinearizedConvolution``); ``paths`` lists the encoder paths each layer attends.
+    Input and output are T x B x d (the embedding size); the convolutions run at ``conv_dim``.
+    """
+
+    def __init__(self, embed_dim, conv_dim, num_layers, kernel_size, dropout, causal, paths=(), forced_gate=None):
+        super().__init__()
+        if not causal and kernel_size % 2 == 0:
+            raise ValueError(f"--encoder-kernel-size must be odd for the CNN encoder path, got {kernel_size}")
+        self.causal = causal
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.fc1 = WeightNormLinear(embed_dim, conv_dim, dropout=dropout)
+        self.convolutions = nn.ModuleList()
+        for _ in range(num_layers):
+            if causal:
+                conv = LinearizedConv1d(conv_dim, 2 * conv_dim, kernel_size, padding=kernel_size - 1, dropout=dropout)
+            else:
+                conv = WeightNormConvTBC(conv_dim, 2 * conv_dim, kernel_size, dropout=dropout, padding=kernel_size // 2)
+            self.convolutions.append(conv)
+        self.attention = nn.ModuleList(
+            [ConvPathAttention(conv_dim, embed_dim, paths, forced_gate) for _ in range(num_layers)] if paths else []
+        )
+        self.fc2 = WeightNormLinear(conv_dim, embed_dim)
+
+    def forward(self, emb: Tensor, padding_mask: Optional[Tensor] = None, memory: Optional[Memory] = None,
+                memory_padding_mask: Optional[Tensor] = None, incremental_state: IncState = None):
+        """emb: T x B x d; padding_mask: B x T (encoder only). Returns (T x B x d, per-layer attn)."""
+        x = self.fc1(emb)
+        pad = padding_mask.t().unsqueeze(-1) if padding_mask is not None else None
+        attns: List[Dict[str, Tensor]] = []
+        for i, conv in enumerate(self.convolutions):
+            residual = x
+            if pad is not None:
+                x = x.masked_fill(pad, 0.0)
+            x = self.dropout_module(x)
+            if incremental_state is not None:  # LinearizedConvolution steps in B x T x C
+                x = conv(x.transpose(0, 1), incremental_state).transpose(0, 1)
+            else:
+                x = conv(x)
+            x = F.glu(x, dim=2)
+            if len(self.attention) > 0:
+                x, probs = self.attention[i](x, emb, memory, memory_padding_mask)
+                attns.append(probs)
+            x = (x + residual) * SQRT_HALF
+        x = self.fc2(x)
+        if pad is not None:
+            x = x.masked_fill(pad, 0.0)
+        return x, attns
+
+
+class SANLayer(nn.Module):
+    """One self-attention layer (Eq. 6-7), post-norm by default; in the decoder it is causal and
+    attends to the encoder paths in ``paths`` with one multi-head attention each, fused by Eq. 9."""
+
+    def __init__(self, dim, ffn_dim, heads, dropout, attention_dropout, activation_dropout,
+                 normalize_before=False, paths=(), forced_gate=None):
+        super().__init__()
+        self.normalize_before = normalize_before
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
+        self.self_attn = MultiheadAttention(dim, heads, dropout=attention_dropout, self_attention=True)
+        self.self_attn_layer_norm = LayerNorm(dim)
+        self.paths = tuple(paths)
+        self.encoder_attn = nn.ModuleDict({
+            p: MultiheadAttention(dim, heads, dropout=attention_dropout, encoder_decoder_attention=True)
+            for p in self.paths
+        })
+        self.encoder_attn_layer_norm = LayerNorm(dim) if self.paths else None
+        self.gate = DPNGate(dim, forced_gate) if len(self.paths) == 2 else None
+        self.fc1 = nn.Linear(dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, dim)
+        self.final_layer_norm = LayerNorm(dim)
+        for lin in (self.fc1, self.fc2):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def _sublayer(self, x, norm, fn):
+        residual = x
+        if self.normalize_before:
+            x = norm(x)
+        x, extra = fn(x)
+        x = residual + self.dropout_module(x)
+        if not self.normalize_before:
+            x = norm(x)
+        return x, extra
+
+    def forward(self, x: Tensor, self_attn_mask: Optional[Tensor] = None, padding_mask: Optional[Tensor] = None,
+                memory: Optional[Memory] = None, memory_padding_mask: Optional[Tensor] = None,
+                incremental_state: IncState = None, need_attn: bool = False):
+        """x: T x B x d -> (T x B x d, {path: B x T x S head-averaged attention or None})."""
+        x, _ = self._sublayer(x, self.self_attn_layer_norm, lambda h: self.self_attn(
+            query=h, key=h, value=h, key_padding_mask=padding_mask, incremental_state=incremental_state,
+            need_weights=False, attn_mask=self_attn_mask))
+        probs: Dict[str, Optional[Tensor]] = {}
+        if self.paths:
+            def cross(h):
+                ctxs = []
+                for p in self.paths:
+                    keys, values = memory[p]
+                    ctx, probs[p] = self.encoder_attn[p](
+                        query=h, key=keys, value=values, key_padding_mask=memory_padding_mask,
+                        incremental_state=incremental_state, static_kv=True, need_weights=need_attn)
+                    ctxs.append(ctx)
+                return (ctxs[0] if self.gate is None else self.gate(ctxs[0], ctxs[1])[0]), None
+
+            x, _ = self._sublayer(x, self.encoder_attn_layer_norm, cross)
+
+        def ffn(h):
+            return self.fc2(self.activation_dropout_module(F.relu(self.fc1(h)))), None
+
+        x, _ = self._sublayer(x, self.final_layer_norm, ffn)
+        return x, probs
+
+
+class SANPath(nn.Module):
+    """A stack of ``SANLayer`` (plus a final LayerNorm in pre-norm mode)."""
+
+    def __init__(self, dim, ffn_dim, heads, num_layers, dropout, attention_dropout, activation_dropout,
+                 normalize_before=False, paths=(), forced_gate=None):
+        super().__init__()
+        self.layers = nn.ModuleList([
+            SANLayer(dim, ffn_dim, heads, dropout, attention_dropout, activation_dropout, normalize_before,
+                     paths, forced_gate)
+            for _ in range(num_layers)
+        ])
+        self.layer_norm = LayerNorm(dim) if normalize_before else None
+
+    def forward(self, x, self_attn_mask=None, padding_mask=None, memory=None, memory_padding_mask=None,
+                incremental_state: IncState = None, need_attn: bool = False):
+        attns = []
+        for layer in self.layers:
+            x, probs = layer(x, self_attn_mask, padding_mask, memory, memory_padding_mask, incremental_state,
+                             need_attn)
+            attns.append(probs)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return x, attns

@@ -1,0 +1,197 @@
+"""Parallel-cell recurrent layer (Zhu et al., "Going Wider: Recurrent Neural Network With Parallel
+Cells", Section 2.2).
+
+A layer of total hidden size ``m`` with ``wide = n`` runs n independent cells of ``k = m / n`` units.
+Every cell reads the whole layer input x_t; cell j's recurrence sees only its own previous state
+h^j_{t-1}; the layer output is the concatenation h_t = [h^1_t; ...; h^n_t] (paper Fig. 2-3). For an
+LSTM cell (paper Section 2.1, Graves 2013), per cell j:
+
+    (i, f, g, o)^j = (sigm, sigm, tanh, sigm)( W^j x_t + U^j h^j_{t-1} + b^j )
+    c^j_t = f * c^j_{t-1} + i * g,         h^j_t = o * tanh(c^j_t)
+
+so the full recurrent matrix is block-diagonal: U = diag(U^1, ..., U^n). ``wide = 1`` is exactly a
+standard LSTM (``torch.nn.LSTM`` with the same weights). GRU and vanilla-tanh cells are supported
+with torch's equations.
+
+Vectorisation: the input projection of all cells for all steps is one matrix product before the time
+loop, and each step's block-diagonal recurrence is one ``torch.baddbmm`` over the cell dimension
+(weights ``[n, k, G*k]``); there is no loop over cells.
+
+Parameters per layer (input size I, G = 4 gates for LSTM, 3 for GRU, 1 for vanilla):
+    input weights      G * m * I          (every cell reads the full input)
+    recurrent weights  G * m^2 / n        (block-diagonal; the paper's Table 2 "recurrent parameters"
+                                          = 2 layers * 4 * 1950^2 / n = 30.4M, 15.2M, 10.1M, ...)
+    biases             G * m (LSTM, vanilla: one bias; b_ih + b_hh of torch are redundant),
+                       4 * m (GRU: 3m input bias + torch's m-sized b_hn, which sits inside r * (.))
+For an LSTM with I = m this is 4m^2 + 4m^2/n + 4m.  The paper's Section 2.2 formula 8m^2/n + 4m
+counts each cell as T_{2m/n -> 4m/n}, i.e. as if each cell read only an m/n slice of the input,
+which contradicts its own Figure 3 (every cell reads x); its recurrent half 4m^2/n is what we have.
+``ParallelCellRNNLayer.count_parameters`` gives the formula; the tests check it.
+
+Layer contract (shared by fairseq_local's recurrent layers):
+    ``forward(x[T, B, I], state=None, padding_mask=None[T, B] bool) -> (out[T, B, m], state)``
+    state is a tuple of batch-first tensors: ``(h[B, m], c[B, m])`` for LSTM, ``(h[B, m],)`` for
+    GRU / vanilla, cells concatenated in order like the output. Positions where padding_mask is
+    True keep the state unchanged and output zeros, so left-padded batches are exact and T=1 calls
+    are incremental decoding. ``reorder_state(state, new_order)`` follows beam reordering.
+
+Cell masking (paper Section 4.1, Figure 4): ``layer.mask_cells([i])`` zeroes cell i's hidden state
+h^i_t at every step at test time (its output slice is 0 and its recurrence sees 0);
+``layer.mask_cells([])`` restores the layer. Other cells' outputs are unaffected by construction.
+"""
+from typing import Iterable, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+State = Tuple[Tensor, ...]
+
+CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+class ParallelCellRNNLayer(nn.Module):
+    """``wide`` independent LSTM / GRU / tanh-RNN cells of ``hidden_size // wide`` units each."""
+
+    def __init__(self, input_size: int, hidden_size: int, wide: int = 1, cell: str = "lstm"):
+        super().__init__()
+        if cell not in CELL_GATES:
+            raise ValueError(f"--cell-type {cell!r}: expected one of {sorted(CELL_GATES)}")
+        if wide < 1 or hidden_size % wide != 0:
+            raise ValueError(
+                f"parallel cells: hidden size {hidden_size} is not divisible by wide={wide}"
+            )
+        self.input_size, self.hidden_size, self.wide, self.cell = input_size, hidden_size, wide, cell
+        self.cell_size = k = hidden_size // wide
+        self.num_gates = g = CELL_GATES[cell]
+        # rows [j*g*k, (j+1)*g*k) belong to cell j, gates in torch order (i,f,g,o) / (r,z,n)
+        self.weight_ih = nn.Parameter(torch.empty(wide * g * k, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(wide, k, g * k))  # cell j: h^j @ weight_hh[j]
+        self.bias = nn.Parameter(torch.empty(wide * g * k))
+        # GRU's hidden bias of the candidate, b_hn (inside r * (U h + b_hn)), laid out [n, 1, k]
+        self.bias_hn = nn.Parameter(torch.empty(wide, 1, k)) if cell == "gru" else None
+        self.masked_cells: Tuple[int, ...] = ()
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / self.cell_size ** 0.5  # torch.nn.LSTM's default for a cell of k units
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}, wide={self.wide}, cell={self.cell}"
+
+    @staticmethod
+    def count_parameters(input_size: int, hidden_size: int, wide: int, cell: str = "lstm") -> int:
+        g, m = CELL_GATES[cell], hidden_size
+        bias = 4 * m if cell == "gru" else g * m
+        return g * m * input_size + g * m * m // wide + bias
+
+    # ------------------------------------------------------------------ state helpers
+    def mask_cells(self, cells: Iterable[int]):
+        cells = tuple(sorted(set(int(c) for c in cells)))
+        for c in cells:
+            if not 0 <= c < self.wide:
+                raise ValueError(f"cannot mask cell {c}: the layer has wide={self.wide} cells")
+        self.masked_cells = cells
+
+    def zero_state(self, batch_size: int, like: Tensor) -> State:
+        z = like.new_zeros(batch_size, self.hidden_size)
+        return (z, z.clone()) if self.cell == "lstm" else (z,)
+
+    @staticmethod
+    def reorder_state(state: Optional[State], new_order: Tensor) -> Optional[State]:
+        if state is None:
+            return None
+        return tuple(s.index_select(0, new_order) for s in state)
+
+    def _cells_first(self, s: Tensor) -> Tensor:  # [B, m] -> [n, B, k]
+        return s.view(s.size(0), self.wide, self.cell_size).transpose(0, 1).contiguous()
+
+    def _batch_first(self, s: Tensor) -> Tensor:  # [n, B, k] -> [B, m]
+        return s.transpose(0, 1).reshape(s.size(1), self.hidden_size)
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None
+    ) -> Tuple[Tensor, State]:
+        T, B, _ = x.shape
+        n, k, g = self.wide, self.cell_size, self.num_gates
+        if state is None:
+            state = self.zero_state(B, x)
+        if T == 0:
+            return x.new_zeros(0, B, self.hidden_size), tuple(state)
+        h, *rest = [self._cells_first(s) for s in state]
+        c = rest[0] if rest else None
+        # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
+        xproj = F.linear(x, self.weight_ih, self.bias).view(T, B, n, g * k).transpose(1, 2)
+        xproj = xproj.contiguous()
+        pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
+        keep_cells = None
+        if self.masked_cells:
+            keep_cells = x.new_ones(n, 1, 1)
+            keep_cells[list(self.masked_cells)] = 0
+        outs = []
+        for t in range(T):
+            if self.cell == "lstm":
+                gates = torch.baddbmm(xproj[t], h, self.weight_hh)  # block-diagonal recurrence
+                sig = torch.sigmoid(gates)
+                i, f, o = sig[..., :k], sig[..., k : 2 * k], sig[..., 3 * k :]
+                c_new = f * c + i * torch.tanh(gates[..., 2 * k : 3 * k])
+                h_new = o * torch.tanh(c_new)
+            elif self.cell == "gru":
+                hh = torch.bmm(h, self.weight_hh)
+                xt = xproj[t]
+                rz = torch.sigmoid(xt[..., : 2 * k] + hh[..., : 2 * k])
+                r, z = rz[..., :k], rz[..., k:]
+                cand = torch.tanh(xt[..., 2 * k :] + r * (hh[..., 2 * k :] + self.bias_hn))
+                h_new = cand + z * (h - cand)
+                c_new = None
+            else:
+                h_new = torch.tanh(torch.baddbmm(xproj[t], h, self.weight_hh))
+                c_new = None
+            if keep_cells is not None:
+                h_new = h_new * keep_cells
+            if pad is not None:
+                p = pad[t]
+                outs.append(h_new.masked_fill(p, 0.0))
+                h = torch.where(p, h, h_new)
+                if c is not None:
+                    c = torch.where(p, c, c_new)
+            else:
+                outs.append(h_new)
+                h, c = h_new, c_new
+        out = torch.stack(outs, 0).transpose(1, 2).reshape(T, B, self.hidden_size)
+        new_state = (h, c) if self.cell == "lstm" else (h,)
+        return out, tuple(self._batch_first(s) for s in new_state)
+
+    # ------------------------------------------------------------------ conversion
+    @torch.no_grad()
+    def load_cell_from_torch(self, j: int, rnn: nn.Module):
+        """Copy a one-layer unidirectional ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` (tanh) of
+        ``cell_size`` units into cell j (e.g. to import pretrained weights; wide=1 takes a whole
+        standard RNN)."""
+        k, g = self.cell_size, self.num_gates
+        if rnn.hidden_size != k or rnn.input_size != self.input_size or rnn.num_layers != 1:
+            raise ValueError(
+                f"cannot load a {type(rnn).__name__}({rnn.input_size}, {rnn.hidden_size}, "
+                f"num_layers={rnn.num_layers}) into a cell of {k} units with input {self.input_size}"
+            )
+        rows = slice(j * g * k, (j + 1) * g * k)
+        self.weight_ih[rows] = rnn.weight_ih_l0
+        self.weight_hh[j] = rnn.weight_hh_l0.t()
+        b_ih = getattr(rnn, "bias_ih_l0", None)
+        b_hh = getattr(rnn, "bias_hh_l0", None)
+        b_ih = torch.zeros(g * k) if b_ih is None else b_ih
+        b_hh = torch.zeros(g * k) if b_hh is None else b_hh
+        if self.cell == "gru":
+            self.bias[rows] = b_ih + torch.cat([b_hh[: 2 * k], b_hh.new_zeros(k)])
+            self.bias_hn[j, 0] = b_hh[2 * k :]
+        else:
+            self.bias[rows] = b_ih + b_hh
+
+
+def recurrent_parameter_count(hidden_size: int, wide: int, num_layers: int = 1, cell="lstm") -> int:
+    """The paper's Table 2 "recurrent parameters size": G * m^2 / n per layer."""
+    return num_layers * CELL_GATES[cell] * hidden_size * hidden_size // wide
+

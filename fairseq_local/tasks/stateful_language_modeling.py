@@ -1,0 +1,196 @@
+"""Stateful truncated-BPTT language modelling (``--task stateful_language_modeling``).
+
+The classic recurrent-LM regime of Zaremba et al. (2014), used by the parallel-cells paper
+(Section 3.1: "unrolled in 35 steps ... we use the final states of previous batch as the initial
+states of the next batch"): the corpus is one contiguous stream (lines end in </s>), cut into
+``--batch-size`` rows; batch i holds columns ``[i*T, (i+1)*T]`` of every row
+(T = ``--tokens-per-sample``, default 35), and the model starts batch i+1 from its final recurrent
+state of batch i (detached, so gradients are truncated at the window boundary). The state is reset
+to zero at the first window of every pass over a split (each epoch, each validation, each
+fairseq-eval-lm run). fairseq-train's validation loss and ``fairseq-eval-lm`` on this task give the
+same perplexity: every token of every row after the row's first is predicted exactly once.
+``--batch-size-valid`` sets the number of rows for validation (default: ``--batch-size``, default 20);
+``fairseq-eval-lm --batch-size`` for evaluation. ``--context-window`` is refused (the carried state
+already provides the context).
+
+Model-side interface (generic: any recurrent LM can opt in, e.g. the parallel-cell and MC-RNN LMs)
+----------------------------------------------------------------------------------------------
+* the model class sets ``supports_bptt_state = True``;
+* ``model(src_tokens, src_lengths, bptt_state=carry)`` reaches ``decoder.forward(..., bptt_state=carry)``
+  (``FairseqLanguageModel.forward`` passes extra keywords on);
+* the decoder reads its initial state with ``carry.get(self)`` (``None`` = start from zeros) and stores
+  its final state with ``carry.set(self, state)``. The state is any nest of tensors (e.g. a list of
+  per-layer ``(h, c)``); the task detaches it between batches. Keys are per decoder object, so
+  ensembles (``fairseq-eval-lm --path a.pt:b.pt``) keep one state per member.
+Models without ``supports_bptt_state`` still train and evaluate here, statelessly (with a warning);
+``--no-carry-state`` forces that for every model (an ablation).
+"""
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from fairseq import utils
+from fairseq.data import Dictionary, data_utils, iterators
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II, MISSING
+
+from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset, concatenate_lines
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 20  # Zaremba et al. / the parallel-cells paper
+
+
+class BPTTState:
+    """The recurrent state each model carries from one batch of a stream to the next."""
+
+    def __init__(self):
+        self._states: Dict[int, Any] = {}
+
+    def get(self, owner) -> Optional[Any]:
+        return self._states.get(id(owner))
+
+    def set(self, owner, state: Any):
+        self._states[id(owner)] = state
+
+    def reset(self):
+        self._states.clear()
+
+    def detach_(self):
+        """Cut the graph at the window boundary (truncated BPTT)."""
+        for key, state in self._states.items():
+            self._states[key] = utils.apply_to_sample(lambda t: t.detach(), state)
+
+    def __len__(self):
+        return len(self._states)
+
+
+@dataclass
+class StatefulLanguageModelingConfig(FairseqDataclass):
+    data: str = field(default=MISSING, metadata={"help": "path to data directory (fairseq-preprocess --only-source)"})
+    tokens_per_sample: int = field(default=35, metadata={"help": "BPTT window: time steps unrolled per batch"})
+    no_carry_state: bool = field(
+        default=False, metadata={"help": "start every batch from a zero state (ablation)"}
+    )
+    batch_size: Optional[int] = II("dataset.batch_size")
+    batch_size_valid: Optional[int] = II("dataset.batch_size_valid")
+    train_subset: str = II("dataset.train_subset")
+
+
+@register_task("stateful_language_modeling", dataclass=StatefulLanguageModelingConfig)
+class StatefulLanguageModelingTask(FairseqTask):
+    def __init__(self, cfg: StatefulLanguageModelingConfig, dictionary: Dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self._carries: Dict[str, BPTTState] = {}
+        self._stateless_warned = False
+        self._all_models_stateful = True
+
+    @classmethod
+    def setup_task(cls, cfg: StatefulLanguageModelingConfig, **kwargs):
+        paths = utils.split_paths(cfg.data)
+        if not paths:
+            raise ValueError("--task stateful_language_modeling needs a data directory")
+        dict_path = os.path.join(paths[0], "dict.txt")
+        if not os.path.exists(dict_path):
+            raise FileNotFoundError(f"{dict_path}: no dictionary (run fairseq-preprocess --only-source)")
+        dictionary = Dictionary.load(dict_path)
+        logger.info(f"dictionary: {len(dictionary)} types")
+        return cls(cfg, dictionary)
+
+    def _batch_size(self, split: str) -> int:
+        bsz = self.cfg.batch_size if split == self.cfg.train_subset else (
+            self.cfg.batch_size_valid or self.cfg.batch_size)
+        return bsz or DEFAULT_BATCH_SIZE
+
+    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
+        lines = data_utils.load_indexed_dataset(split_path, self.dictionary, combine=combine)
+        if lines is None:
+            raise FileNotFoundError(f"Dataset not found: {split} ({split_path})")
+        stream = concatenate_lines(lines)
+        self.datasets[split] = StatefulBPTTDataset(
+            stream, self._batch_size(split), self.cfg.tokens_per_sample, self.dictionary.pad(), split
+        )
+        logger.info(f"{split}: {stream.numel():,} tokens, {len(self.datasets[split])} windows "
+                    f"of {self.cfg.tokens_per_sample} x {self.datasets[split].bsz} streams")
+
+    def get_batch_iterator(self, dataset, num_shards=1, shard_id=0, num_workers=0, epoch=1,
+                           data_buffer_size=0, skip_remainder_batch=False, **kwargs):
+        if not isinstance(dataset, StatefulBPTTDataset):
+            raise TypeError("stateful_language_modeling batches only its own StatefulBPTTDataset")
+        if (dataset.num_shards, dataset.shard_id) != (num_shards, shard_id):
+            dataset = dataset.rebatch(shard_id=shard_id, num_shards=num_shards)
+        return iterators.EpochBatchIterator(
+            dataset=dataset,
+            collate_fn=dataset.collater,
+            batch_sampler=[[i] for i in range(len(dataset))],  # every item is a whole batch, in order
+            num_workers=num_workers,
+            epoch=epoch,
+            buffer_size=data_buffer_size,
+            disable_shuffling=True,
+            skip_remainder_batch=skip_remainder_batch,
+        )
+
+    # ------------------------------------------------------------------ carrying the state
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if not getattr(model, "supports_bptt_state", False):
+            self._all_models_stateful = False
+        return model
+
+    def _attach_state(self, sample, stateful: bool, stream: Optional[str] = None):
+        if sample is None or "bptt_stream" not in sample or self.cfg.no_carry_state:
+            return sample
+        if not stateful:
+            if not self._stateless_warned:
+                logger.warning("model does not support bptt_state: every batch starts from a zero state")
+                self._stateless_warned = True
+            return sample
+        carry = self._carries.setdefault(stream or sample["bptt_stream"], BPTTState())
+        if sample["bptt_window"] == 0:
+            carry.reset()
+        else:
+            carry.detach_()
+        sample["net_input"]["bptt_state"] = carry
+        return sample
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        # a dummy batch (ignore_grad) must not advance the carried state
+        stateful = getattr(model, "supports_bptt_state", False) and not ignore_grad
+        self._attach_state(sample, stateful)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def valid_step(self, sample, model, criterion):
+        self._attach_state(sample, getattr(model, "supports_bptt_state", False))
+        return super().valid_step(sample, model, criterion)
+
+    def eval_lm_dataloader(self, dataset, max_tokens=None, batch_size=None, max_positions=None,
+                           num_shards=1, shard_id=0, num_workers=1, data_buffer_size=10,
+                           context_window=0):
+        if context_window > 0:
+            raise ValueError("--context-window: stateful_language_modeling carries the recurrent state "
+                             "across windows already; leave --context-window at 0")
+        if batch_size and batch_size != dataset.bsz:
+            dataset = dataset.rebatch(bsz=batch_size)
+        itr = self.get_batch_iterator(dataset, num_shards=num_shards, shard_id=shard_id,
+                                      num_workers=num_workers, data_buffer_size=data_buffer_size
+                                      ).next_epoch_itr(shuffle=False)
+        stream = f"eval:{dataset.name}"
+        stateful = self._all_models_stateful
+        batches = (self._attach_state(sample, stateful, stream) for sample in itr)
+        return iterators.CountingIterator(batches, start=0, total=len(itr))
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return None
