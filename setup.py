@@ -30,6 +30,7 @@ install_requires = [
     "torch>=2.1",
     "numpy<2",
     "sacrebleu>=2.0",
+    "sacremoses",
     "sentencepiece>=0.1.99",
     "subword-nmt>=0.3.8",
     "rouge-score>=0.1.2",

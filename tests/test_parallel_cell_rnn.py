@@ -5,6 +5,7 @@ from torch import nn
 
 from fairseq_local.modules.parallel_cell_rnn import (
     ParallelCellRNNLayer,
+    bidirectional_parallel_cells,
     recurrent_parameter_count,
 )
 
@@ -154,3 +155,28 @@ def test_gradients_flow_to_every_parameter():
         out.pow(2).sum().backward()
         for name, p in layer.named_parameters():
             assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+
+
+def test_bidirectional_layer_equals_torch_bidirectional_lstm_with_left_padding():
+    torch.manual_seed(5)
+    T, B, I, k = 6, 3, 4, 3
+    ref = nn.LSTM(I, k, bidirectional=True).double()
+    layer = bidirectional_parallel_cells(I, 2 * k, wide=1).double()
+    fwd, bwd = nn.LSTM(I, k).double(), nn.LSTM(I, k).double()
+    for src, dst in ((fwd, ""), (bwd, "_reverse")):
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(src, name).data.copy_(getattr(ref, name + dst))
+    layer.forward_layer.load_cell_from_torch(0, fwd)
+    layer.backward_layer.load_cell_from_torch(0, bwd)
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    pad = torch.zeros(T, B, dtype=torch.bool)
+    pad[:2, 1] = True  # left padding of 2 in column 1
+    out, _ = layer(x, padding_mask=pad)
+    assert out.shape == (T, B, 2 * k)
+    full, _ = ref(x)
+    torch.testing.assert_close(out[:, [0, 2]], full[:, [0, 2]], rtol=0, atol=1e-12)
+    alone, _ = ref(x[2:, 1:2])
+    torch.testing.assert_close(out[2:, 1:2], alone, rtol=0, atol=1e-12)
+    assert torch.equal(out[:2, 1], torch.zeros_like(out[:2, 1]))
+    with pytest.raises(ValueError, match="divisible by wide=3"):
+        bidirectional_parallel_cells(I, 1024, wide=3)

@@ -173,11 +173,10 @@ def _check_connected(n: int, edges: List[Tuple[int, int]], where: str):
     for i, j in sorted(edges, key=lambda e: -e[1]):
         if j in bwd:
             bwd.add(i)
-    for v in sorted(nodes):
-        if v not in fwd:
-            raise LatticeError(_where(where, f"node {v} is unreachable from node 0"))
-        if v not in bwd:
-            raise LatticeError(_where(where, f"node {v} does not reach the end node {n}"))
+    for v in sorted(nodes - fwd)[:1]:
+        raise LatticeError(_where(where, f"node {v} is unreachable from node 0"))
+    for v in sorted(nodes - bwd)[:1]:
+        raise LatticeError(_where(where, f"node {v} does not reach the end node {n}"))
 
 
 def _longest_edge_path(n: int, edges: List[Tuple[int, int]]) -> Tuple[int, ...]:
@@ -313,3 +312,66 @@ class LatticeBuilder:
 
     def __call__(self, sentence: str, where: str = "") -> Lattice:
         return merge_tokenizations(sentence, self.tokenize(sentence, where), where)
+
+
+# ------------------------------------------------------------------------------------------------
+# parallel building (scripts/build_lattices.py); workers live here so that they can be pickled
+# ------------------------------------------------------------------------------------------------
+_WORKER_BUILDER = None
+
+
+def init_builder_worker(names):
+    """Pool initializer: each worker process loads the segmenters once."""
+    global _WORKER_BUILDER
+    _WORKER_BUILDER = LatticeBuilder(names)
+
+
+def build_item(item):
+    where, line = item
+    try:
+        return True, _WORKER_BUILDER(line, where).to_line()
+    except LatticeError as e:
+        return False, str(e)
+
+
+def merge_item(item):
+    n, raw_where, raw, named = item
+    try:
+        if raw is not None and not raw.strip():
+            raise LatticeError(f"{raw_where}: empty line")
+        for path, toks in named:
+            if not toks:
+                raise LatticeError(f"{path}:{n}: empty line")
+        sentence = raw if raw is not None else "".join(named[0][1])
+        chars = sentence_chars(sentence)
+        for path, toks in named:  # a mismatch names the tokenized file and line
+            tokenization_edges(chars, toks, f"{path}:{n}")
+        return True, merge_tokenizations(sentence, [t for _, t in named], raw_where).to_line()
+    except LatticeError as e:
+        return False, str(e)
+
+
+def parallel_map(fn, items, workers: int = 1, initializer=None, initargs=()):
+    """Map ``fn`` (returning ``(ok, line or error)``) over ``items`` in order, in ``workers``
+    processes, with a tqdm progress bar; the first error is raised as a LatticeError."""
+    import multiprocessing as mp
+    import sys
+
+    from tqdm import tqdm
+
+    def results():
+        if workers <= 1:
+            if initializer:
+                initializer(*initargs)
+            yield from map(fn, items)
+        else:
+            with mp.get_context("fork").Pool(workers, initializer=initializer, initargs=initargs) as pool:
+                yield from pool.imap(fn, items, chunksize=32)
+
+    out = []
+    for ok, line in tqdm(results(), total=len(items), desc="lattices", unit="sent", file=sys.stderr,
+                         mininterval=1.0, disable=len(items) < 1000):
+        if not ok:
+            raise LatticeError(line)
+        out.append(line)
+    return out

@@ -50,7 +50,7 @@ class StatefulBPTTDataset(FairseqDataset):
     def __getitem__(self, i):
         start = i * self.bptt
         end = min(start + self.bptt, self.rows.size(1) - 1)
-        return i, self.rows[:, start:end], self.rows[:, start + 1 : end + 1]
+        return i, self.rows[:, start:end].contiguous(), self.rows[:, start + 1 : end + 1].contiguous()
 
     def num_tokens(self, index):
         return int(self.sizes[index]) * self.bsz

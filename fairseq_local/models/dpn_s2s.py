@@ -275,18 +275,12 @@ class DPNS2SModel(FairseqEncoderDecoderModel):
 
 
 # ------------------------------------------------------------------------------------------------
-# architectures: they only fill defaults, so command-line values win
+# architectures: they only fill defaults, so command-line values win; the arch "dpn_s2s" itself
+# (registered by @register_model) takes the DPNS2SConfig defaults, i.e. the IWSLT14 model.
 # ------------------------------------------------------------------------------------------------
 def _setdefault(args, **defaults):
     for k, v in defaults.items():
         setattr(args, k, safe_getattr(args, k, v))
-
-
-@register_model_architecture("dpn_s2s", "dpn_s2s")
-def dpn_s2s_base(args):
-    """Defaults = the IWSLT14 De-En model of Section 4.2."""
-    cfg = DPNS2SConfig()
-    _setdefault(args, **{f: getattr(cfg, f) for f in cfg.__dataclass_fields__ if not f.startswith("_")})
 
 
 @register_model_architecture("dpn_s2s", "dpn_s2s_iwslt_de_en")
@@ -295,7 +289,6 @@ def dpn_s2s_iwslt_de_en(args):
     _setdefault(args, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256, encoder_conv_layers=4,
                 decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256, encoder_san_layers=2,
                 decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024)
-    dpn_s2s_base(args)
 
 
 @register_model_architecture("dpn_s2s", "dpn_s2s_nist_zh_en")

@@ -15,7 +15,9 @@ Encoder memories are passed as ``{"c": (keys, values), "a": (keys, values)}`` (S
 The CNN-path attention is ConvS2S's dot attention (Eq. 4): the query is
 ``(W_in h + target embedding) * sqrt(1/2)``, one query projection shared by both flows (Eq. 8 uses
 the same q^c for ctx^cc and ctx^ca), the context is scaled by sqrt(source length) and fused before
-the output projection. The SAN path uses one multi-head attention per encoder path.
+the output projection. The SAN path uses one multi-head attention per encoder path; fairseq's
+encoder-decoder attention projects keys and values from the same states, so it reads the CNN
+encoder's output h^c (the keys k^c) for both.
 """
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -34,6 +36,31 @@ Memory = Dict[str, Tuple[Tensor, Tensor]]
 IncState = Optional[Dict[str, Dict[str, Optional[Tensor]]]]
 SQRT_HALF = math.sqrt(0.5)
 PATH_NAMES = {"c": "cnn", "a": "san"}
+
+
+class CrossAttention(MultiheadAttention):
+    """fairseq's encoder-decoder ``MultiheadAttention`` (projected encoder states cached in the
+    incremental state), reordered exactly for any ``new_order``.
+
+    fairseq skips reordering that cache whenever the batch size is unchanged (with beam size 1):
+    right for beam search, where all beams of a sentence share one source, wrong for a general
+    reorder across sentences. Here the cache is always reordered unless fairseq's beamable mode
+    (``set_beam_size`` > 1, used by ``SequenceGenerator``) keeps one copy per sentence.
+    """
+
+    def __init__(self, dim, heads, dropout):
+        super().__init__(dim, heads, dropout=dropout, encoder_decoder_attention=True)
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        if self.beam_size > 1:
+            return super().reorder_incremental_state(incremental_state, new_order)
+        buffer = self._get_input_buffer(incremental_state)
+        if buffer is not None:
+            for k in list(buffer.keys()):
+                if buffer[k] is not None:
+                    buffer[k] = buffer[k].index_select(0, new_order)
+            incremental_state = self._set_input_buffer(incremental_state, buffer)
+        return incremental_state
 
 
 class ConvPathAttention(nn.Module):
@@ -135,10 +162,7 @@ class SANLayer(nn.Module):
         self.self_attn = MultiheadAttention(dim, heads, dropout=attention_dropout, self_attention=True)
         self.self_attn_layer_norm = LayerNorm(dim)
         self.paths = tuple(paths)
-        self.encoder_attn = nn.ModuleDict({
-            p: MultiheadAttention(dim, heads, dropout=attention_dropout, encoder_decoder_attention=True)
-            for p in self.paths
-        })
+        self.encoder_attn = nn.ModuleDict({p: CrossAttention(dim, heads, attention_dropout) for p in self.paths})
         self.encoder_attn_layer_norm = LayerNorm(dim) if self.paths else None
         self.gate = DPNGate(dim, forced_gate) if len(self.paths) == 2 else None
         self.fc1 = nn.Linear(dim, ffn_dim)
@@ -170,9 +194,9 @@ class SANLayer(nn.Module):
             def cross(h):
                 ctxs = []
                 for p in self.paths:
-                    keys, values = memory[p]
+                    keys = memory[p][0]  # fairseq's enc-dec attention projects k and v from one input
                     ctx, probs[p] = self.encoder_attn[p](
-                        query=h, key=keys, value=values, key_padding_mask=memory_padding_mask,
+                        query=h, key=keys, value=keys, key_padding_mask=memory_padding_mask,
                         incremental_state=incremental_state, static_kv=True, need_weights=need_attn)
                     ctxs.append(ctx)
                 return (ctxs[0] if self.gate is None else self.gate(ctxs[0], ctxs[1])[0]), None

@@ -104,9 +104,11 @@ def parse_layers(spec: str) -> List[Tuple[int, int, int]]:
 class GatedConvStack(nn.Module):
     """One αCNN or βCNN unit: convolution (TIME-FLOW / TIME-ARROW) + gating layers and an FC layer.
 
-    Parameter layout (also what the plain reference in tests/test_gencnn.py reads):
-    ``conv_tf_w[l]``: (n_tf, k, c_tf), ``conv_ta_w[l]``: (n_conv, n_ta, k, c_ta),
-    ``gate_tf_w[l]``: (n_tf, k+1, c_tf), ``gate_ta_w[l]``: (n_pairs, n_ta, k+1, c_ta), biases alike;
+    Parameter layout in ``self.w`` (also what the plain reference in tests/test_gencnn.py reads):
+    ``conv_tf_w{l}``: (n_tf, k, c_tf), ``conv_ta_w{l}``: (n_conv, n_ta, k, c_ta),
+    ``gate_tf_w{l}``: (n_tf, k+1, c_tf), ``gate_ta_w{l}``: (n_pairs, n_ta, k+1, c_ta), biases
+    ``conv_tf_b{l}``: (n_tf,), ``conv_ta_b{l}``: (n_conv, n_ta), gates alike; a kind with no maps
+    has no parameters;
     the FC reads the final locations flattened as (location, channel), channels TIME-FLOW first.
     """
 
@@ -176,6 +178,21 @@ class GatedConvStack(nn.Module):
             out = torch.cat([z[..., :1, :], out], -2)
         return out
 
+    def _shared(self, u: Tensor, kind: str, li: int, n_out: int) -> Tensor:
+        """Location-shared (TIME-FLOW) linear map of u (..., n, width*C) -> (..., n, n_out)."""
+        if n_out == 0:
+            return u.new_zeros(u.shape[:-1] + (0,))
+        w, b = self.w[f"{kind}_tf_w{li}"], self.w[f"{kind}_tf_b{li}"]
+        return u @ w.reshape(n_out, -1).t() + b
+
+    def _located(self, u: Tensor, kind: str, li: int, n_out: int) -> Tensor:
+        """Location-dependent (TIME-ARROW) map of u (M, n, width*C) -> (M, n, n_out), one matrix
+        per location (a batched matrix product over locations)."""
+        if n_out == 0:
+            return u.new_zeros(u.shape[:-1] + (0,))
+        w, b = self.w[f"{kind}_ta_w{li}"], self.w[f"{kind}_ta_b{li}"]
+        return torch.einsum("mnc,nfc->mnf", u, w.reshape(w.shape[0], n_out, -1)) + b
+
     def _layer_windows(self, li: int, H: Tensor) -> Tensor:
         """Layer ``li`` on explicit windows: H (M, n_in, C) -> (M, n_out, n_tf + n_ta)."""
         s = self.shapes[li]
@@ -184,16 +201,13 @@ class GatedConvStack(nn.Module):
         # unfold -> (M, n_conv, C, k) -> (M, n_conv, k*C) in (offset, channel) order
         u_tf = h_tf.unfold(1, k, 1).transpose(2, 3).reshape(M, s.n_conv, k * s.c_tf)
         u_ta = H.unfold(1, k, 1).transpose(2, 3).reshape(M, s.n_conv, k * s.c_ta)
-        z_tf = u_tf @ self.conv_tf_w[li].reshape(s.n_tf, -1).t() + self.conv_tf_b[li]
-        z_ta = torch.einsum("mnc,nfc->mnf", u_ta, self.conv_ta_w[li].reshape(s.n_conv, s.n_ta, -1))
-        z_ta = z_ta + self.conv_ta_b[li]
-        # gating windows: union of the segments of conv locations o+2j and o+2j+1
+        # gating windows: union of the segments of conv locations o+2j and o+2j+1 (k+1 vectors)
         v_tf = h_tf[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(M, J, (k + 1) * s.c_tf)
         v_ta = H[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(M, J, (k + 1) * s.c_ta)
-        g_tf = v_tf @ self.gate_tf_w[li].reshape(s.n_tf, -1).t() + self.gate_tf_b[li]
-        g_ta = torch.einsum("mjc,jfc->mjf", v_ta, self.gate_ta_w[li].reshape(J, s.n_ta, -1))
-        g_ta = g_ta + self.gate_ta_b[li]
-        return self._merge(s, z_tf, z_ta, g_tf, g_ta)
+        return self._merge(s, self._shared(u_tf, "conv", li, s.n_tf),
+                           self._located(u_ta, "conv", li, s.n_ta),
+                           self._shared(v_tf, "gate", li, s.n_tf),
+                           self._located(v_ta, "gate", li, s.n_ta))
 
     def _head(self, H: Tensor) -> Tensor:
         return self.out_act(self.fc(H.flatten(-2)))
@@ -208,24 +222,38 @@ class GatedConvStack(nn.Module):
 
     # ---------------------------------------------------------------------------------------
     def precompute(self, seq: Tensor) -> Dict[str, Tensor]:
-        """First-layer pre-activations at every position of ``seq`` (B, P, in_dim), computed once.
+        """First-layer pre-activations (no bias) at every position of ``seq`` (B, P, in_dim),
+        computed once for all windows.
 
         ``tf[q]`` / ``ta[q, i]`` read ``seq[q .. q+k-1]``; ``gtf[q]`` / ``gta[q, j]`` read
         ``seq[q .. q+k]`` (a gating window).  TIME-ARROW carries every location's weights.
         """
         s = self.shapes[0]
         x = seq.transpose(1, 2)  # (B, in_dim, P)
-        B = seq.shape[0]
+        B, P, _ = seq.shape
+        out: Dict[str, Tensor] = {}
+        for kind, width, n in (("conv", s.kernel, s.n_conv), ("gate", s.kernel + 1, s.n_pairs)):
+            for flow, maps in (("tf", s.n_tf), ("ta", s.n_ta)):
+                key = ("" if kind == "conv" else "g") + flow
+                if maps == 0:
+                    shape = (B, P - width + 1) + ((maps,) if flow == "tf" else (n, maps))
+                    out[key] = seq.new_zeros(shape)
+                    continue
+                w = self.w[f"{kind}_{flow}_w0"].reshape(-1, width, self.in_dim)  # (out, width, in)
+                y = F.conv1d(x, w.permute(0, 2, 1)).transpose(1, 2)  # (B, P-width+1, out)
+                out[key] = y if flow == "tf" else y.reshape(B, y.shape[1], n, maps)
+        return out
 
-        def conv(w, width):  # w: (out, width, in_dim)
-            return F.conv1d(x, w.permute(0, 2, 1)).transpose(1, 2)  # (B, P-width+1, out)
+    def _slot_fix(self, kind: str, flow: str, diff: Tensor, maps: int) -> Optional[Tensor]:
+        """Pre-activation change at window location 0 when the slot replaces seq[r]."""
+        if maps == 0:
+            return None
+        w = self.w[f"{kind}_{flow}_w0"]
+        w0 = w[:, 0] if flow == "tf" else w[0, :, 0]  # (maps, in_dim): kernel offset 0
+        return diff @ w0.t()
 
-        tf = conv(self.conv_tf_w[0], s.kernel)
-        ta = conv(self.conv_ta_w[0].reshape(-1, s.kernel, self.in_dim), s.kernel)
-        gtf = conv(self.gate_tf_w[0], s.kernel + 1)
-        gta = conv(self.gate_ta_w[0].reshape(-1, s.kernel + 1, self.in_dim), s.kernel + 1)
-        return {"tf": tf, "ta": ta.reshape(B, ta.shape[1], s.n_conv, s.n_ta),
-                "gtf": gtf, "gta": gta.reshape(B, gta.shape[1], s.n_pairs, s.n_ta)}
+    def _bias(self, kind: str, flow: str, x: Tensor, maps: int) -> Tensor:
+        return x + self.w[f"{kind}_{flow}_b0"] if maps else x
 
     def forward_sequence(self, seq: Tensor, slot: Tensor, start: int = 0, end: Optional[int] = None,
                          pre: Optional[Dict[str, Tensor]] = None) -> Tensor:
@@ -246,28 +274,30 @@ class GatedConvStack(nn.Module):
         # TIME-ARROW: location i's own weights at position r + i (a diagonal)
         z_ta = pre["ta"][:, start:end + n - 1].unfold(1, n, 1)  # (B, R, n_loc, F, n_pos)
         z_ta = z_ta.diagonal(dim1=2, dim2=4).transpose(2, 3)  # (B, R, n, F)
-        # gates of pair j read positions r + o + 2j .. r + o + 2j + k
+        # the gates of pair j read positions r + o + 2j .. r + o + 2j + k
         g_tf = pre["gtf"][:, start + o:end + o + 2 * J - 2].unfold(1, 2 * J - 1, 1)[..., ::2]
         g_tf = g_tf.transpose(2, 3)  # (B, R, J, F)
         g_ta = pre["gta"][:, start + o:end + o + 2 * J - 2].unfold(1, 2 * J - 1, 1)[..., ::2]
         g_ta = g_ta.diagonal(dim1=2, dim2=4).transpose(2, 3)  # (B, R, J, F)
         # the slot replaces seq[r] in window r: correct the pre-activations that read it (linear)
         diff = slot - seq[:, start:end]  # (B, R, in_dim)
-        z_tf = _add_at0(z_tf, diff @ self.conv_tf_w[0][:, 0].t())
-        z_ta = _add_at0(z_ta, diff @ self.conv_ta_w[0][0, :, 0].t())
+        z_tf = _add_at0(z_tf, self._slot_fix("conv", "tf", diff, s.n_tf))
+        z_ta = _add_at0(z_ta, self._slot_fix("conv", "ta", diff, s.n_ta))
         if o == 0:
-            g_tf = _add_at0(g_tf, diff @ self.gate_tf_w[0][:, 0].t())
-            g_ta = _add_at0(g_ta, diff @ self.gate_ta_w[0][0, :, 0].t())
-        H = self._merge(s, z_tf + self.conv_tf_b[0], z_ta + self.conv_ta_b[0],
-                        g_tf + self.gate_tf_b[0], g_ta + self.gate_ta_b[0])
+            g_tf = _add_at0(g_tf, self._slot_fix("gate", "tf", diff, s.n_tf))
+            g_ta = _add_at0(g_ta, self._slot_fix("gate", "ta", diff, s.n_ta))
+        H = self._merge(s, self._bias("conv", "tf", z_tf, s.n_tf), self._bias("conv", "ta", z_ta, s.n_ta),
+                        self._bias("gate", "tf", g_tf, s.n_tf), self._bias("gate", "ta", g_ta, s.n_ta))
         H = H.reshape(B * R, s.n_out, s.channels)
         for li in range(1, len(self.shapes)):
             H = self._layer_windows(li, H)
         return self._head(H).reshape(B, R, self.out_dim)
 
 
-def _add_at0(x: Tensor, delta: Tensor) -> Tensor:
+def _add_at0(x: Tensor, delta: Optional[Tensor]) -> Tensor:
     """x (B, R, n, F) with delta (B, R, F) added at location 0 (out of place, autograd-safe)."""
+    if delta is None:
+        return x
     return torch.cat([(x[:, :, 0] + delta).unsqueeze(2), x[:, :, 1:]], 2)
 
 

@@ -99,6 +99,10 @@ class ParallelCellRNNLayer(nn.Module):
         z = like.new_zeros(batch_size, self.hidden_size)
         return (z, z.clone()) if self.cell == "lstm" else (z,)
 
+    def state_from_hidden(self, h0: Tensor) -> State:
+        """The state whose previous hidden output is h0 (decoders initialised from the encoder)."""
+        return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else (h0,)
+
     @staticmethod
     def reorder_state(state: Optional[State], new_order: Tensor) -> Optional[State]:
         if state is None:
@@ -195,3 +199,40 @@ def recurrent_parameter_count(hidden_size: int, wide: int, num_layers: int = 1, 
     """The paper's Table 2 "recurrent parameters size": G * m^2 / n per layer."""
     return num_layers * CELL_GATES[cell] * hidden_size * hidden_size // wide
 
+
+
+class BidirectionalLayer(nn.Module):
+    """Two layers of the contract, one on the time-reversed input, outputs concatenated
+    ([forward; backward], each ``hidden_size // 2`` wide here when built by
+    :func:`bidirectional_parallel_cells`). Padded positions stay exact (the mask is reversed with
+    the input). The state is ``(forward_state, backward_state)``; it serves encoders, which start
+    from zero states."""
+
+    def __init__(self, forward_layer: nn.Module, backward_layer: nn.Module):
+        super().__init__()
+        self.forward_layer, self.backward_layer = forward_layer, backward_layer
+        self.hidden_size = forward_layer.hidden_size + backward_layer.hidden_size
+
+    def forward(self, x: Tensor, state=None, padding_mask: Optional[Tensor] = None):
+        fwd_state, bwd_state = (None, None) if state is None else state
+        fwd, fwd_state = self.forward_layer(x, fwd_state, padding_mask)
+        rev_mask = None if padding_mask is None else padding_mask.flip(0)
+        bwd, bwd_state = self.backward_layer(x.flip(0), bwd_state, rev_mask)
+        return torch.cat([fwd, bwd.flip(0)], dim=-1), (fwd_state, bwd_state)
+
+    def reorder_state(self, state, new_order: Tensor):
+        if state is None:
+            return None
+        return (self.forward_layer.reorder_state(state[0], new_order),
+                self.backward_layer.reorder_state(state[1], new_order))
+
+
+def bidirectional_parallel_cells(input_size: int, hidden_size: int, wide: int, cell: str = "lstm"):
+    """A bidirectional parallel-cell layer of ``hidden_size`` outputs: two directions of
+    ``hidden_size // 2`` units, each with ``wide`` cells."""
+    if hidden_size % 2 or (hidden_size // 2) % wide:
+        raise ValueError(f"bidirectional parallel cells: hidden size {hidden_size} must split into two "
+                         f"directions divisible by wide={wide} (e.g. {2 * wide * max(1, hidden_size // (2 * wide))})")
+    half = hidden_size // 2
+    return BidirectionalLayer(ParallelCellRNNLayer(input_size, half, wide, cell),
+                              ParallelCellRNNLayer(input_size, half, wide, cell))

@@ -64,6 +64,14 @@ def fill_defaults(args, dataclass_cls, **arch_defaults):
         raise ValueError(f"arch defaults name unknown options: {sorted(unknown)}")
 
 
+def set_defaults(args, **arch_defaults):
+    """Architecture-function helper for archs that extend another arch: set only these options
+    (where unset), then call the base arch, which fills everything else with ``fill_defaults``."""
+    for name, value in arch_defaults.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
 def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
     m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
     nn.init.uniform_(m.weight, -0.1, 0.1)

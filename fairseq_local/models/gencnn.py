@@ -1,0 +1,280 @@
+"""genCNN language model (Wang et al., ACL 2015): αCNN + recursive βCNN, TIME-FLOW / TIME-ARROW
+convolutions with gating (layers in :mod:`fairseq_local.modules.gencnn_layers`).
+
+    fairseq-train data-bin/ptb --user-dir fairseq_local --task language_modeling \
+        --arch gencnn --optimizer adagrad --lr 0.05 --batch-size 500 ...
+    fairseq-eval-lm data-bin/ptb --user-dir fairseq_local --path checkpoints/checkpoint_best.pt
+
+Archs (Section 4.1 and Table 3): ``gencnn_paper`` (= ``gencnn``, the dataclass defaults; paper: L_α 30, L_β 20, αCNN 150/100 TIME-FLOW + as
+many TIME-ARROW maps, FC 400 sigmoid, ReLU convolutions, embeddings 100, βCNN 2 × 150 TIME-FLOW),
+``gencnn_time_arrow_only`` / ``gencnn_time_flow_only`` (the same number of maps, all of one kind),
+``gencnn_alpha_only`` (no βCNN: history beyond L_α is dropped).  The variants are switches
+(``--alpha-map-kinds``, ``--no-beta``), so any size can be combined with any variant.
+
+Softmax: full, or fairseq's adaptive softmax (``--adaptive-softmax-cutoff``, criterion
+``adaptive_loss``) in place of the paper's 200-cluster factorisation.  ``--embed-path`` initialises
+embeddings from a word2vec file (text or binary format), as the paper does.
+
+Incremental decoding keeps ``L_α + L_β`` tokens, the last ``L_β`` βCNN summaries and one flag per
+sentence, so each step costs the same at any length.
+"""
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+from fairseq import utils
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import (
+    FairseqIncrementalDecoder,
+    FairseqLanguageModel,
+    register_model,
+    register_model_architecture,
+)
+from fairseq.modules import AdaptiveSoftmax, FairseqDropout
+from fairseq.utils import safe_getattr
+from torch import Tensor
+
+from fairseq_local.modules.gencnn_layers import GenCNNBody, parse_layers
+
+logger = logging.getLogger(__name__)
+
+MAP_KINDS = ChoiceEnum(["both", "time_flow", "time_arrow"])
+TF_INPUT = ChoiceEnum(["tf", "all"])
+
+
+@dataclass
+class GenCNNConfig(FairseqDataclass):
+    decoder_embed_dim: int = field(default=100, metadata={"help": "word embedding size"})
+    alpha_length: int = field(default=30, metadata={"help": "L_α: words αCNN reads"})
+    beta_length: int = field(default=20, metadata={"help": "L_β: words each βCNN summarises"})
+    alpha_layers: str = field(default="(3,150,150),(3,100,100)", metadata={
+        "help": "αCNN convolution(+gating) layers: (kernel, TIME-FLOW maps, TIME-ARROW maps), ..."})
+    alpha_map_kinds: MAP_KINDS = field(default="both", metadata={
+        "help": "Table 3 ablations: 'time_flow' / 'time_arrow' turn every αCNN map into that kind "
+                "(same number of maps per layer)"})
+    beta_layers: str = field(default="(3,150,0),(3,150,0)", metadata={
+        "help": "βCNN layers (TIME-FLOW only): (kernel, maps, 0), ..."})
+    no_beta: bool = field(default=False, metadata={"help": "'αCNN only' (Table 3): no recursive βCNN"})
+    tf_input: TF_INPUT = field(default="tf", metadata={
+        "help": "lower maps TIME-FLOW maps read: 'tf' (only TIME-FLOW; TIME-ARROW reads all) or 'all'"})
+    fc_dim: int = field(default=400, metadata={"help": "fully connected layer before the softmax"})
+    conv_activation: str = field(default="relu", metadata={"help": "σ of Eq. 3-4"})
+    fc_activation: str = field(default="sigmoid", metadata={"help": "activation of the FC layers"})
+    init_range: float = field(default=0.1, metadata={
+        "help": "uniform init in [-r, r] (paper: 0.1); <= 0 uses 1/sqrt(fan_in)"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on embeddings and the FC output"})
+    embed_path: Optional[str] = field(default=None, metadata={
+        "help": "word2vec file (text or binary) to initialise the embeddings"})
+    adaptive_softmax_cutoff: Optional[str] = field(default=None, metadata={
+        "help": "comma separated adaptive softmax cutoffs (use with --criterion adaptive_loss)"})
+    adaptive_softmax_dropout: float = field(default=0.0, metadata={"help": "adaptive softmax tail dropout"})
+    max_target_positions: int = field(default=100000, metadata={"help": "max sentence length"})
+
+
+def alpha_layer_spec(cfg) -> List[tuple]:
+    layers = parse_layers(cfg.alpha_layers)
+    kinds = cfg.alpha_map_kinds
+    if kinds == "time_flow":
+        return [(k, tf + ta, 0) for k, tf, ta in layers]
+    if kinds == "time_arrow":
+        return [(k, 0, tf + ta) for k, tf, ta in layers]
+    return layers
+
+
+def beta_layer_spec(cfg) -> Optional[List[tuple]]:
+    if cfg.no_beta or cfg.beta_length <= 0:
+        return None
+    layers = parse_layers(cfg.beta_layers)
+    if any(ta for _, _, ta in layers):
+        raise ValueError(f"--beta-layers {cfg.beta_layers!r}: βCNN has TIME-FLOW maps only (use (k, maps, 0))")
+    return layers
+
+
+class GenCNNDecoder(FairseqIncrementalDecoder):
+    def __init__(self, cfg: GenCNNConfig, dictionary):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        E = cfg.decoder_embed_dim
+        self.embed_tokens = nn.Embedding(len(dictionary), E, padding_idx=self.padding_idx)
+        if cfg.init_range > 0:
+            nn.init.uniform_(self.embed_tokens.weight, -cfg.init_range, cfg.init_range)
+        else:
+            nn.init.normal_(self.embed_tokens.weight, 0, E ** -0.5)
+        with torch.no_grad():
+            self.embed_tokens.weight[self.padding_idx].zero_()
+        if cfg.embed_path:
+            load_word2vec(cfg.embed_path, dictionary, self.embed_tokens)
+        self.body = GenCNNBody(E, cfg.alpha_length, alpha_layer_spec(cfg), cfg.fc_dim,
+                               L_beta=cfg.beta_length, beta_layers=beta_layer_spec(cfg),
+                               tf_input=cfg.tf_input, activation=cfg.conv_activation,
+                               fc_activation=cfg.fc_activation, init_range=cfg.init_range)
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.max_target_positions = cfg.max_target_positions
+        self.adaptive_softmax = None
+        self.output_projection = None
+        if cfg.adaptive_softmax_cutoff:
+            self.adaptive_softmax = AdaptiveSoftmax(
+                len(dictionary), cfg.fc_dim,
+                utils.eval_str_list(cfg.adaptive_softmax_cutoff, type=int),
+                dropout=cfg.adaptive_softmax_dropout)
+        else:
+            self.output_projection = nn.Linear(cfg.fc_dim, len(dictionary))  # Eq. 2: μ, b
+
+    # ---------------------------------------------------------------------------------------
+    def _embed(self, tokens: Tensor):
+        nonpad = tokens.ne(self.padding_idx)
+        x = self.embed_tokens(tokens) * nonpad.unsqueeze(-1).to(self.embed_tokens.weight.dtype)
+        return self.dropout_module(x), nonpad
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                features_only: bool = False, src_lengths=None, **unused):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if not features_only:
+            x = self.output_layer(x)
+        return x, extra
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
+        body = self.body
+        state = None if incremental_state is None else self.get_incremental_state(incremental_state, "state")
+        if state is None:
+            emb, nonpad = self._embed(prev_output_tokens)
+            x, S = body(emb, nonpad)
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, "state",
+                                           self._state_from_full(prev_output_tokens, nonpad, S))
+                x = x[:, -1:]
+        else:
+            tokens = torch.cat([state["tokens"][:, 1:], prev_output_tokens[:, -1:]], 1)
+            emb, nonpad = self._embed(tokens)
+            Lb = body.L_beta
+            nonpad_e = nonpad[:, Lb - 1] if Lb > 0 else nonpad[:, 0]
+            feat, s_buf, hist = body.step(emb, state["s_buf"], state["hist"], nonpad_e)
+            self.set_incremental_state(incremental_state, "state",
+                                       {"tokens": tokens, "s_buf": s_buf, "hist": hist})
+            x = feat[:, None]
+        return self.dropout_module(x), {"attn": [None], "inner_states": [x]}
+
+    def _state_from_full(self, tokens: Tensor, nonpad: Tensor, S: Tensor) -> Dict[str, Optional[Tensor]]:
+        """Incremental state after reading ``tokens`` (B, T) in one full pass (S from it)."""
+        body = self.body
+        B, T = tokens.shape
+        H, La, Lb = body.history_size, body.L_alpha, body.L_beta
+        if T < H:
+            tokens = torch.cat([tokens.new_full((B, H - T), self.padding_idx), tokens], 1)
+        s_buf = torch.cat([S.new_zeros(B, Lb, S.shape[-1]), S], 1)[:, S.shape[1]:]
+        hist = nonpad[:, :max(T - La, 0)].any(1)
+        return {"tokens": tokens[:, -H:], "s_buf": s_buf, "hist": hist}
+
+    def output_layer(self, features, **kwargs):
+        if self.adaptive_softmax is not None:
+            return features
+        return self.output_projection(features)
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        state = self.get_incremental_state(incremental_state, "state")
+        if state is None:
+            return
+        state = {k: v.index_select(0, new_order) for k, v in state.items()}
+        self.set_incremental_state(incremental_state, "state", state)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+@register_model("gencnn", dataclass=GenCNNConfig)
+class GenCNNLanguageModel(FairseqLanguageModel):
+    @classmethod
+    def build_model(cls, cfg, task):
+        return cls(GenCNNDecoder(cfg, task.target_dictionary))
+
+
+# -------------------------------------------------------------------------------------------
+def load_word2vec(path: str, dictionary, embedding: nn.Embedding) -> int:
+    """Copy the vectors of ``path`` (word2vec text or binary format) into ``embedding`` for the
+    words of ``dictionary``; returns how many were found.  Errors name the file and line."""
+    dim = embedding.embedding_dim
+    with open(path, "rb") as f:
+        raw = f.read()
+    vectors: Dict[str, List[float]] = {}
+    header = raw.split(b"\n", 1)[0].split()
+    binary = False
+    if len(header) == 2 and all(h.isdigit() for h in header):
+        n, d = int(header[0]), int(header[1])
+        if d != dim:
+            raise ValueError(f"{path}:1: vectors have dimension {d} but --decoder-embed-dim is {dim}")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            binary = True
+    if binary:
+        pos = raw.index(b"\n") + 1
+        for i in range(n):
+            sp = raw.find(b" ", pos)
+            if sp < 0 or sp + 1 + 4 * d > len(raw):
+                raise ValueError(f"{path}: binary word2vec truncated at vector {i + 1} of {n}")
+            word = raw[pos:sp].decode("utf-8", errors="replace").strip()
+            vectors[word] = list(struct.unpack(f"<{d}f", raw[sp + 1:sp + 1 + 4 * d]))
+            pos = sp + 1 + 4 * d
+    else:
+        lines = raw.decode("utf-8").split("\n")
+        start = 1 if len(header) == 2 and all(h.isdigit() for h in header) else 0
+        for lineno, line in enumerate(lines[start:], start + 1):
+            parts = line.rstrip().split(" ")
+            if not line.strip():
+                continue
+            if len(parts) != dim + 1:
+                raise ValueError(f"{path}:{lineno}: expected a word and {dim} numbers, got {len(parts) - 1} fields")
+            try:
+                vectors[parts[0]] = [float(v) for v in parts[1:]]
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: non-numeric vector value") from None
+    found = 0
+    with torch.no_grad():
+        for idx in range(len(dictionary)):
+            vec = vectors.get(dictionary[idx])
+            if vec is not None and idx != dictionary.pad():
+                embedding.weight[idx] = torch.tensor(vec, dtype=embedding.weight.dtype)
+                found += 1
+    logger.info(f"genCNN: initialised {found}/{len(dictionary)} embeddings from {path}")
+    return found
+
+
+# -------------------------------------------------------------------------------------------
+def _defaults(args, **values):
+    for key, value in values.items():
+        setattr(args, key, safe_getattr(args, key, value))
+
+
+@register_model_architecture("gencnn", "gencnn_paper")
+def gencnn_paper(args):
+    """Section 4.1 (Table 2 PTB row and Table 3 'genCNN')."""
+    _defaults(args, decoder_embed_dim=100, alpha_length=30, beta_length=20,
+              alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
+              beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", fc_dim=400,
+              conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
+              embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
+              max_target_positions=100000)
+
+
+@register_model_architecture("gencnn", "gencnn_time_arrow_only")
+def gencnn_time_arrow_only(args):
+    """Table 3 'TIME-ARROW only' (same number of feature maps)."""
+    _defaults(args, alpha_map_kinds="time_arrow")
+    gencnn_paper(args)
+
+
+@register_model_architecture("gencnn", "gencnn_time_flow_only")
+def gencnn_time_flow_only(args):
+    """Table 3 'TIME-FLOW only' (same number of feature maps)."""
+    _defaults(args, alpha_map_kinds="time_flow")
+    gencnn_paper(args)
+
+
+@register_model_architecture("gencnn", "gencnn_alpha_only")
+def gencnn_alpha_only(args):
+    """Table 3 'αCNN only' (L_α = 30, no βCNN)."""
+    _defaults(args, no_beta=True)
+    gencnn_paper(args)

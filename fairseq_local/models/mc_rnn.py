@@ -1,0 +1,76 @@
+"""MC-RNN encoder-decoder (Xu et al., AAAI 2019, Sections 3 and 4.1-4.2).
+
+The RNNSearch model of :mod:`fairseq_local.models.rnnsearch` (the paper's Baseline-RNN) with
+every recurrent layer of the encoder (both directions) and of the decoder replaced by a
+:class:`~fairseq_local.modules.multi_channel_rnn.MultiChannelRNNLayer` with ``--mc-channels`` k
+channels (block size n = k + 1).  The decoder is a ``FairseqIncrementalDecoder`` whose
+incremental state holds, per layer, each channel's last n-1 hidden states (and LSTM cells), and
+reorders them for beam search.
+
+Named architectures, one per row of the paper's tables (all 256-d embeddings and hidden units):
+``mc_rnn_iwslt_de_en_{2,3,4}`` (Tables 2 and 5, 2 layers) and ``mc_rnn_gigaword_{2,3,4}``
+(Table 3, 4 layers); the Baseline-RNN rows are ``rnnsearch_iwslt_de_en``,
+``rnnsearch_iwslt_de_en_large`` (286 hidden), ``rnnsearch_iwslt_de_en_deep`` (3 layers) and
+``rnnsearch_gigaword``.
+"""
+from dataclasses import dataclass, field
+
+from fairseq.models import register_model, register_model_architecture
+
+from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel, rnnsearch_gigaword, rnnsearch_iwslt_de_en
+from fairseq_local.modules.multi_channel_rnn import CELL_MEMORY, MultiChannelRNNLayer
+from fairseq_local.modules.recurrent_seq2seq import fill_defaults, set_defaults
+
+
+@dataclass
+class MCRNNConfig(RNNSearchConfig):
+    mc_channels: int = field(default=3, metadata={"help": "number of channels k of every MC-RNN layer "
+                                                          "(block size n = k + 1)"})
+    mc_cell_memory: str = field(default="chain", metadata={
+        "help": "LSTM memory cell input: 'chain' (c_{t-1} of the same channel) or 'block_mean' "
+                "(mean of the block's previous cells, like Eq. 2)"})
+
+
+def check_mc_options(cfg):
+    channels = cfg.mc_channels
+    if not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
+    if cfg.mc_cell_memory not in CELL_MEMORY:
+        raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cfg.mc_cell_memory!r})")
+
+
+@register_model("mc_rnn", dataclass=MCRNNConfig)
+class MCRNNModel(RNNSearchModel):
+    config_class = MCRNNConfig
+
+    @classmethod
+    def validate(cls, cfg):
+        super().validate(cfg)
+        check_mc_options(cfg)
+
+    @classmethod
+    def build_layer_factory(cls, cfg, side: str):
+        def factory(i, input_size, hidden_size):
+            return MultiChannelRNNLayer(input_size, hidden_size, cfg.mc_channels, cell=cfg.cell,
+                                        cell_memory=cfg.mc_cell_memory)
+
+        return factory
+
+
+def _mc_arch(name, base, channels, doc):
+    def arch(args):
+        set_defaults(args, mc_channels=channels)
+        base(args)
+        fill_defaults(args, MCRNNConfig)
+
+    arch.__doc__ = doc
+    arch.__name__ = name
+    return register_model_architecture("mc_rnn", name)(arch)
+
+
+mc_rnn_iwslt_de_en_2 = _mc_arch("mc_rnn_iwslt_de_en_2", rnnsearch_iwslt_de_en, 2, "Table 2/5: MC-RNN-2, IWSLT14 De-En.")
+mc_rnn_iwslt_de_en_3 = _mc_arch("mc_rnn_iwslt_de_en_3", rnnsearch_iwslt_de_en, 3, "Table 2/5: MC-RNN-3, IWSLT14 De-En.")
+mc_rnn_iwslt_de_en_4 = _mc_arch("mc_rnn_iwslt_de_en_4", rnnsearch_iwslt_de_en, 4, "Table 2/5: MC-RNN-4, IWSLT14 De-En.")
+mc_rnn_gigaword_2 = _mc_arch("mc_rnn_gigaword_2", rnnsearch_gigaword, 2, "Table 3: MC-RNN-2, Gigaword (4 layers).")
+mc_rnn_gigaword_3 = _mc_arch("mc_rnn_gigaword_3", rnnsearch_gigaword, 3, "Table 3: MC-RNN-3, Gigaword (4 layers).")
+mc_rnn_gigaword_4 = _mc_arch("mc_rnn_gigaword_4", rnnsearch_gigaword, 4, "Table 3: MC-RNN-4, Gigaword (4 layers).")

@@ -1,0 +1,79 @@
+"""MC-RNN language model (Xu et al., AAAI 2019, Section 4.3, Table 4).
+
+A decoder-only stack of :class:`~fairseq_local.modules.multi_channel_rnn.MultiChannelRNNLayer`
+(:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`) with the AWD-LSTM
+regularisation the paper adopts (Merity, Keskar and Socher, ICLR 2018): DropConnect on the
+hidden-to-hidden matrix W_hh of every layer (``--weight-dropout``), word-level embedding dropout
+(``--dropout-embed``), variational (locked) dropout on the embeddings (``--dropout-in``), between
+layers (``--dropout-hidden``) and on the top output (``--dropout``), and tied input/output
+embeddings (the last layer has ``--decoder-embed-dim`` units).
+
+``mc_rnn_lm_ptb`` is the Table 4 row: 3 layers, 1150 hidden units, 400-d embeddings, MC-RNN-3,
+AWD-LSTM's PTB dropouts (0.4 / 0.25 / 0.4 / 0.1, DropConnect 0.5).  Train it with
+``--task stateful_language_modeling`` (truncated BPTT with the state carried across batches, as
+AWD-LSTM) or fairseq's ``language_modeling``; evaluate with ``fairseq-eval-lm``.
+"""
+from dataclasses import dataclass, field
+
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
+
+from fairseq_local.models.mc_rnn import check_mc_options
+from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
+from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
+from fairseq_local.modules.torch_rnn_layer import check_cell_type
+
+
+@dataclass
+class MCRNNLMConfig(FairseqDataclass):
+    cell: str = field(default="lstm", metadata={"help": "recurrent cell: lstm, gru or rnn"})
+    mc_channels: int = field(default=3, metadata={"help": "channels k per layer (block size k + 1)"})
+    mc_cell_memory: str = field(default="chain", metadata={"help": "LSTM memory input: chain or block_mean"})
+    decoder_embed_dim: int = field(default=400, metadata={"help": "embedding size (= last layer size when tied)"})
+    decoder_hidden_size: int = field(default=1150, metadata={"help": "hidden size of the inner layers"})
+    decoder_layers: int = field(default=3, metadata={"help": "number of layers"})
+    untie_embeddings: bool = field(default=False, metadata={"help": "separate output embeddings (AWD ties them)"})
+    dropout: float = field(default=0.4, metadata={"help": "variational dropout on the top output"})
+    dropout_in: float = field(default=0.4, metadata={"help": "variational dropout on the embeddings (dropouti)"})
+    dropout_hidden: float = field(default=0.25, metadata={"help": "variational dropout between layers (dropouth)"})
+    dropout_embed: float = field(default=0.1, metadata={"help": "word-level embedding dropout (dropoute)"})
+    weight_dropout: float = field(default=0.5, metadata={"help": "DropConnect on W_hh (wdrop)"})
+
+
+def _max_positions(cfg):
+    """The task's --max-target-positions when given; a recurrent LM has no length limit of its own."""
+    value = getattr(cfg, "max_target_positions", None)
+    return value if value is not None else 100000
+
+
+@register_model("mc_rnn_lm", dataclass=MCRNNLMConfig)
+class MCRNNLanguageModel(FairseqLanguageModel):
+    supports_bptt_state = True  # --task stateful_language_modeling carries the state
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        fill_defaults(cfg, MCRNNLMConfig)
+        check_cell_type(cfg.cell)
+        check_mc_options(cfg)
+        d = task.target_dictionary
+        embed = Embedding(len(d), cfg.decoder_embed_dim, d.pad())
+
+        def factory(i, input_size, hidden_size):
+            return MultiChannelRNNLayer(input_size, hidden_size, cfg.mc_channels, cell=cfg.cell,
+                                        cell_memory=cfg.mc_cell_memory, dropconnect=cfg.weight_dropout)
+
+        decoder = RecurrentLMDecoder(
+            d, embed, factory, cfg.decoder_layers, cfg.decoder_hidden_size,
+            last_hidden_size=cfg.decoder_embed_dim if not cfg.untie_embeddings else cfg.decoder_hidden_size,
+            dropout_embed=cfg.dropout_embed, dropout_in=cfg.dropout_in, dropout_hidden=cfg.dropout_hidden,
+            dropout_out=cfg.dropout, share_input_output_embed=not cfg.untie_embeddings,
+            max_positions=_max_positions(cfg))
+        return cls(decoder)
+
+
+@register_model_architecture("mc_rnn_lm", "mc_rnn_lm_ptb")
+def mc_rnn_lm_ptb(args):
+    """Table 4: MC-RNN-3 with AWD-LSTM settings on PTB (3 x 1150 LSTM, 400-d tied embeddings)."""
+    fill_defaults(args, MCRNNLMConfig, cell="lstm", mc_channels=3, decoder_layers=3, decoder_hidden_size=1150,
+                  decoder_embed_dim=400, dropout=0.4, dropout_in=0.4, dropout_hidden=0.25, dropout_embed=0.1,
+                  weight_dropout=0.5)

@@ -1,0 +1,139 @@
+"""Parallel-cell LSTM language model (Zhu et al., "Going Wider", Section 3.1, Tables 1-2).
+
+A stack of :class:`~fairseq_local.modules.parallel_cell_rnn.ParallelCellRNNLayer` (``--wide`` cells
+per layer) on the generic :class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`,
+regularised as Zaremba et al. (2014): dropout on the non-recurrent connections (embeddings, between
+layers, before the softmax; per-element masks, or ``--variational-dropout`` for one mask per
+sequence), every parameter initialised uniformly in [-init_scale, init_scale].
+
+Train with the stateful truncated-BPTT task (the final state of one batch starts the next)::
+
+    fairseq-train data-bin/ptb --user-dir fairseq_local --task stateful_language_modeling \
+        --arch parallel_lstm_lm_1950h_wide3 --tokens-per-sample 35 --batch-size 20 ...
+
+Archs: ``parallel_lstm_lm_1950h_wide{1,2,3,4,5,10,15}`` (Table 2; wide=3 is Table 1's best) and
+``parallel_lstm_lm_420h_wide3_1layer`` (Section 4.1's cell-masking model).
+"""
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import torch.nn as nn
+from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.modules import FairseqDropout
+
+from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
+from fairseq_local.modules.recurrent_seq2seq import (
+    Embedding,
+    RecurrentLMDecoder,
+    embedding_dropout,
+    fill_defaults,
+)
+
+CELL_CHOICES = ChoiceEnum(["lstm", "gru", "rnn"])
+
+
+@dataclass
+class ParallelLSTMLMConfig(FairseqDataclass):
+    wide: Optional[int] = field(default=1, metadata={"help": "parallel cells per layer (paper's 'wide')"})
+    cell_type: CELL_CHOICES = field(default="lstm", metadata={"help": "cell of every parallel cell"})
+    decoder_embed_dim: Optional[int] = field(default=1950, metadata={"help": "word embedding size"})
+    decoder_hidden_size: Optional[int] = field(default=1950, metadata={"help": "total hidden units per layer (m)"})
+    decoder_layers: Optional[int] = field(default=2, metadata={"help": "number of recurrent layers"})
+    dropout: Optional[float] = field(default=0.65, metadata={"help": "dropout on non-recurrent connections"})
+    variational_dropout: Optional[bool] = field(
+        default=False, metadata={"help": "one dropout mask per sequence (Gal & Ghahramani) instead of per element"})
+    init_scale: Optional[float] = field(default=0.04, metadata={"help": "uniform init range [-s, s] of all weights"})
+    share_decoder_input_output_embed: Optional[bool] = field(
+        default=False, metadata={"help": "tie input and output embeddings (needs embed dim == hidden size)"})
+    max_target_positions: Optional[int] = field(default=100000, metadata={"help": "max sequence length"})
+
+
+class ParallelCellLMDecoder(RecurrentLMDecoder):
+    """RecurrentLMDecoder that also carries its per-layer state across truncated-BPTT batches
+    (``bptt_state``, see :mod:`fairseq_local.tasks.stateful_language_modeling`)."""
+
+    def __init__(self, *args, variational_dropout: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not variational_dropout:  # Zaremba et al.: independent masks per element and step
+            name = self.__class__.__name__
+            self.drop_in, self.drop_hidden, self.drop_out = (
+                FairseqDropout(m.p, module_name=name) for m in (self.drop_in, self.drop_hidden, self.drop_out))
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                features_only: bool = False, bptt_state=None, **unused):
+        if bptt_state is None:
+            return super().forward(prev_output_tokens, encoder_out, incremental_state, features_only)
+        if incremental_state is not None:
+            raise ValueError("bptt_state and incremental_state are exclusive")
+        states = bptt_state.get(self) or [None] * self.num_layers
+        x = embedding_dropout(self.embed_tokens, prev_output_tokens, self.dropout_embed, self.training)
+        x = self.drop_in(x.transpose(0, 1))
+        states = list(states)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.drop_hidden(x)
+            x, states[i] = layer(x, states[i])
+        bptt_state.set(self, states)
+        x = self.drop_out(x).transpose(0, 1)
+        return (x if features_only else self.output_layer(x)), {"attn": [None], "inner_states": None}
+
+    def mask_cells(self, layer: Optional[int], cells):
+        """Zero the hidden state of ``cells`` in ``layer`` (every layer when None) at test time
+        (paper Section 4.1); ``cells=[]`` unmasks."""
+        layers = self.layers if layer is None else [self.layers[layer]]
+        for lay in layers:
+            lay.mask_cells(cells)
+
+
+@register_model("parallel_lstm_lm", dataclass=ParallelLSTMLMConfig)
+class ParallelLSTMLanguageModel(FairseqLanguageModel):
+    supports_bptt_state = True  # see fairseq_local/tasks/stateful_language_modeling.py
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        dictionary = task.target_dictionary
+        embed = Embedding(len(dictionary), args.decoder_embed_dim, dictionary.pad())
+        hidden = args.decoder_hidden_size
+
+        def factory(i, input_size, hidden_size):
+            return ParallelCellRNNLayer(input_size, hidden_size, wide=args.wide, cell=str(args.cell_type))
+
+        decoder = ParallelCellLMDecoder(
+            dictionary, embed, factory, args.decoder_layers, hidden, last_hidden_size=hidden,
+            dropout_in=args.dropout, dropout_hidden=args.dropout, dropout_out=args.dropout,
+            share_input_output_embed=args.share_decoder_input_output_embed,
+            max_positions=args.max_target_positions, variational_dropout=args.variational_dropout,
+        )
+        for p in decoder.parameters():
+            nn.init.uniform_(p, -args.init_scale, args.init_scale)
+        nn.init.zeros_(embed.weight[dictionary.pad()].data)
+        return cls(decoder)
+
+
+def base_architecture(args):
+    fill_defaults(args, ParallelLSTMLMConfig)
+
+
+# Table 2: 2 layers x 1950 units, wide in {1, 2, 3, 4, 5, 10, 15}
+PAPER_LM_WIDES = (1, 2, 3, 4, 5, 10, 15)
+
+
+def _register_table2(wide):
+    @register_model_architecture("parallel_lstm_lm", f"parallel_lstm_lm_1950h_wide{wide}")
+    def arch(args):
+        fill_defaults(args, ParallelLSTMLMConfig, wide=wide, decoder_hidden_size=1950,
+                      decoder_embed_dim=1950, decoder_layers=2, dropout=0.65, init_scale=0.04)
+
+    return arch
+
+
+TABLE2_ARCHS: Dict[int, object] = {w: _register_table2(w) for w in PAPER_LM_WIDES}
+
+
+@register_model_architecture("parallel_lstm_lm", "parallel_lstm_lm_420h_wide3_1layer")
+def parallel_lstm_lm_420h_wide3_1layer(args):
+    """Section 4.1's cell-masking model: one layer, 420 units, wide=3, dropout 0.2."""
+    fill_defaults(args, ParallelLSTMLMConfig, wide=3, decoder_hidden_size=420, decoder_embed_dim=420,
+                  decoder_layers=1, dropout=0.2)

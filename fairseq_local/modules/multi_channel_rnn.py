@@ -1,0 +1,183 @@
+"""Multi-Channel RNN layer (Xu, Huang, Wang, Wang and Liu, "Modeling Local Dependence in Natural
+Language with Multi-Channel Recurrent Neural Networks", AAAI 2019), Section 3.
+
+An MC-RNN-k layer has k channels and block size n = k + 1.  With 1-based positions t:
+
+    m_t^k     = (t - k - 1) mod (n - 1) + 1                                  (Eq. 1)
+    s_{t-1}^k = (1 / m_t^k) * sum_{j=1..m_t^k} W_j h_{t-j}^k,   h_t^k = 0 for t <= 0   (Eq. 2)
+    h_t^k     = f(s_{t-1}^k, x_t)        f = LSTM, GRU or tanh-RNN cell        (Eq. 3)
+    e_t^k     = r^T tanh(V [h_t^k; x_t]),  alpha_t = softmax_k(e_t),          (Eq. 5, 6)
+    h_t^att   = sum_k alpha_t^k h_t^k     (the layer output, fed to the next layer)   (Eq. 4)
+
+W_j (H x H, one per distance j = 1..n-1), the cell and the attention (V, r) are shared by all
+channels.  The cell f is the standard one with s in place of h_{t-1}:
+LSTM gates = W_ih x_t + b_ih + W_hh s + b_hh; GRU h_t = (1 - z) n + z s with
+n = tanh(W_in x + b_in + r * (W_hn s + b_hn)); RNN h_t = tanh(W_ih x + b_ih + W_hh s + b_hh).
+
+**LSTM memory cell.**  The paper only defines the temporal input s of the hidden state.  We
+default to ``cell_memory="chain"``: channel k's memory cell c_t^k continues from its immediate
+predecessor c_{t-1}^k.  Reasons: (i) the paper states that MC-RNN "does not require any
+modification to the traditional RNN formulation" and only replaces the hidden input; the memory
+cell is the LSTM's internal carry, not a hidden output; (ii) each channel's blocks are "joined
+head-to-end in a single line, thus the sequential property and temporal order information can be
+retained" -- the chain carries that order; (iii) with the blocks overlapping on one node, the
+forget-gate path stays a plain LSTM path, so long-range gradient flow is unchanged while W_j add
+the local shortcuts.  ``cell_memory="block_mean"`` instead feeds the block average
+(1/m) sum_{j<=m} c_{t-j}^k (no W_j: the cell state is not projected), mirroring Eq. 2.
+
+**Vectorisation (Section 5.3).**  All k channels advance together as one ``B x k`` batch; the
+input projection W_ih x_t (shared by the channels) and V_x x_t are one matrix product over all
+time steps before the loop; the state keeps the last n-1 hidden states of every channel,
+``hist[B, k, n-1, H]``; m_t^k becomes a coefficient tensor ``coef[T, B, k, n-1]`` (1/m for
+j <= m, else 0), computed from each sentence's own position (so left padding is exact), so each
+step is ``s = (coef * hist).view(B*k, (n-1)*H) @ [W_1; ...; W_{n-1}]^T`` followed by
+``s @ W_hh^T``: two batched matrix products, no loop over channels, batch items or j.  The
+channel attention does not feed back into the recurrence, so it is computed after the loop for
+all steps and channels at once.  Folding W_hh W_j into one gate-space matrix would make it one
+product per step but cost 4k^2 H^2 instead of k^2 H^2 + 4k H^2 multiply-adds per item (more for
+every k >= 2), so we keep the two products.
+"""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+CELL_MEMORY = ("chain", "block_mean")
+
+
+def channel_in_degree(positions: Tensor, channels: int) -> Tensor:
+    """Eq. 1: m_t^k for 1-based positions ``t`` (any shape) and k = 1..channels -> ``[..., k]``."""
+    k = torch.arange(1, channels + 1, device=positions.device)
+    return torch.remainder(positions.unsqueeze(-1) - k - 1, channels) + 1
+
+
+class MultiChannelRNNLayer(nn.Module):
+    """One MC-RNN-k layer under the fairseq_local recurrent-layer contract.
+
+    State (batch-first tuple): ``hist[B, k, n-1, H]`` (slot j-1 holds h_{t-j}),
+    for LSTM ``cmem[B, k, 1 or n-1, H]`` (memory cells), and ``pos[B]`` (tokens consumed so far,
+    so m_t^k is right in incremental decoding and for left-padded batches).
+    ``dropconnect`` (AWD-LSTM) drops entries of W_hh once per forward call in training.
+    Set ``record_attention = True`` to keep the last channel weights alpha ``[T, B, k]``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, channels: int, cell: str = "lstm",
+                 cell_memory: str = "chain", dropconnect: float = 0.0, init_scale: float = 0.1):
+        super().__init__()
+        if not isinstance(channels, int) or channels < 1:
+            raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
+        if cell not in CELL_GATES:
+            raise ValueError(f"--cell must be one of {', '.join(CELL_GATES)} (got {cell!r})")
+        if cell_memory not in CELL_MEMORY:
+            raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cell_memory!r})")
+        if not 0.0 <= dropconnect < 1.0:
+            raise ValueError(f"--weight-dropout must be in [0, 1) (got {dropconnect})")
+        self.input_size, self.hidden_size, self.channels = input_size, hidden_size, channels
+        self.lags = channels  # n - 1
+        self.cell, self.cell_memory, self.dropconnect = cell, cell_memory, dropconnect
+        G, H = CELL_GATES[cell], hidden_size
+        u = lambda *shape: nn.Parameter(torch.empty(*shape).uniform_(-init_scale, init_scale))  # noqa: E731
+        self.weight_ih, self.bias_ih = u(G * H, input_size), u(G * H)
+        self.weight_hh, self.bias_hh = u(G * H, H), u(G * H)
+        # W_j, j = 1..n-1; identity init: at start s is the block mean of the previous states
+        self.block_weight = nn.Parameter(torch.eye(H).repeat(self.lags, 1, 1))
+        self.att_v_h, self.att_v_x, self.att_r = u(H, H), u(H, input_size), u(H)
+        self.record_attention = False
+        self.last_attention: Optional[Tensor] = None
+
+    # ---- contract helpers ------------------------------------------------------------------
+    def _mem_slots(self):
+        return self.lags if self.cell_memory == "block_mean" else 1
+
+    def zero_state(self, batch_size: int, like: Tensor) -> Tuple[Tensor, ...]:
+        hist = like.new_zeros(batch_size, self.channels, self.lags, self.hidden_size)
+        pos = torch.zeros(batch_size, dtype=torch.long, device=like.device)
+        if self.cell == "lstm":
+            return hist, like.new_zeros(batch_size, self.channels, self._mem_slots(), self.hidden_size), pos
+        return hist, pos
+
+    def state_from_hidden(self, h0: Tensor) -> Tuple[Tensor, ...]:
+        """Decoder initialisation: every channel's h_0 is ``h0`` (older slots and cells zero)."""
+        state = self.zero_state(h0.size(0), h0)
+        state[0][:, :, 0] = h0.unsqueeze(1)
+        return state
+
+    def reorder_state(self, state, new_order: Tensor):
+        return tuple(s.index_select(0, new_order) for s in state)
+
+    # ---- forward -----------------------------------------------------------------------------
+    def coefficients(self, positions: Tensor, dtype) -> Tensor:
+        """``coef[..., k, j] = 1/m_t^k if j <= m_t^k else 0`` (Eq. 1-2) for 1-based positions."""
+        m = channel_in_degree(positions, self.channels).unsqueeze(-1)  # [..., k, 1]
+        j = torch.arange(1, self.lags + 1, device=positions.device)
+        return (j <= m).to(dtype) / m.to(dtype)
+
+    def forward(self, x: Tensor, state=None, padding_mask: Optional[Tensor] = None):
+        T, B, _ = x.shape
+        K, J, H = self.channels, self.lags, self.hidden_size
+        if state is None:
+            state = self.zero_state(B, x)
+        hist, pos = state[0], state[-1]
+        cmem = state[1] if self.cell == "lstm" else None
+        valid = None if padding_mask is None or not bool(padding_mask.any()) else ~padding_mask
+        if valid is None:
+            steps = torch.arange(1, T + 1, device=x.device).unsqueeze(1).expand(T, B)
+        else:
+            steps = valid.long().cumsum(0)
+        coef = self.coefficients(pos.unsqueeze(0) + steps, x.dtype)  # [T, B, K, J]
+
+        x_proj = F.linear(x, self.weight_ih, self.bias_ih).unsqueeze(2)  # [T, B, 1, G*H]
+        w_hh = F.dropout(self.weight_hh, self.dropconnect, self.training) if self.dropconnect else self.weight_hh
+        w_block = self.block_weight.transpose(1, 2).reshape(J * H, H)  # sum_j h_j W_j^T
+
+        outs = []
+        for t in range(T):
+            c_t = coef[t].unsqueeze(-1)  # [B, K, J, 1]
+            s = torch.mm((hist * c_t).view(B * K, J * H), w_block)  # Eq. 2, all channels
+            rec = F.linear(s, w_hh, self.bias_hh).view(B, K, -1)
+            gi = x_proj[t]
+            if self.cell == "lstm":
+                i, f, g, o = (gi + rec).chunk(4, dim=-1)
+                c_prev = cmem[:, :, 0] if self.cell_memory == "chain" else (cmem * c_t).sum(2)
+                c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
+                h_new = torch.sigmoid(o) * torch.tanh(c_new)
+            elif self.cell == "gru":
+                gi_r, gi_z, gi_n = gi.chunk(3, dim=-1)
+                gh_r, gh_z, gh_n = rec.chunk(3, dim=-1)
+                r, z = torch.sigmoid(gi_r + gh_r), torch.sigmoid(gi_z + gh_z)
+                h_new = (1 - z) * torch.tanh(gi_n + r * gh_n) + z * s.view(B, K, H)
+            else:
+                h_new = torch.tanh(gi + rec)
+            new_hist = torch.cat([h_new.unsqueeze(2), hist[:, :, :-1]], dim=2)
+            if self.cell == "lstm":
+                new_cmem = torch.cat([c_new.unsqueeze(2), cmem[:, :, :-1]], dim=2)
+            if valid is not None:  # padded positions leave the state unchanged
+                keep = valid[t].view(B, 1, 1, 1)
+                new_hist = torch.where(keep, new_hist, hist)
+                if self.cell == "lstm":
+                    new_cmem = torch.where(keep, new_cmem, cmem)
+            hist = new_hist
+            if self.cell == "lstm":
+                cmem = new_cmem
+            outs.append(h_new)
+
+        hs = torch.stack(outs)  # [T, B, K, H]
+        # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
+        e = torch.tanh(F.linear(hs, self.att_v_h) + F.linear(x, self.att_v_x).unsqueeze(2)) @ self.att_r
+        alpha = torch.softmax(e, dim=-1)  # [T, B, K]
+        out = (alpha.unsqueeze(-1) * hs).sum(2)
+        if valid is not None:
+            out = out * valid.unsqueeze(-1).to(out.dtype)
+            alpha = alpha * valid.unsqueeze(-1).to(alpha.dtype)
+        if self.record_attention:
+            self.last_attention = alpha.detach()
+        pos = pos + (steps[-1] if T > 0 else 0)
+        new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
+        return out, new_state
+
+    def extra_repr(self):
+        return (f"input_size={self.input_size}, hidden_size={self.hidden_size}, channels={self.channels}, "
+                f"cell={self.cell}, cell_memory={self.cell_memory}, dropconnect={self.dropconnect}")

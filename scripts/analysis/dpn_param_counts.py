@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""Parameter counts of the DPN-S2S archs and the Tables 1-2 baselines, next to the paper's.
+
+The vocabulary sizes default to fairseq's IWSLT14 De-En preparation with 10k joint BPE
+(8848 German / 6632 English types) and, for the NIST archs, the paper's 37k / 25k (Section 4.1).
+
+    python scripts/analysis/dpn_param_counts.py [--src-vocab 8848 --tgt-vocab 6632] [--json out.json]
+"""
+import argparse
+import json
+import os
+import sys
+import warnings
+
+PAPER = {  # Table 1 (IWSLT14 De-En)
+    "dpn_s2s_iwslt_de_en": 11.57e6, "dpn_baseline_wider_cnn_iwslt": 20.37e6,
+    "dpn_baseline_wider_san_iwslt": 27.06e6, "dpn_baseline_deeper_cnn_iwslt": 13.82e6,
+    "dpn_baseline_deeper_san_iwslt": 13.54e6,
+}
+IWSLT = ["dpn_s2s_iwslt_de_en", "dpn_baseline_wider_cnn_iwslt", "dpn_baseline_wider_san_iwslt",
+         "dpn_baseline_deeper_cnn_iwslt", "dpn_baseline_deeper_san_iwslt"] + [f"dpn_s2s_m{i}" for i in range(1, 10)]
+NIST = ["dpn_s2s_nist_zh_en", "dpn_baseline_cnn_nist", "dpn_baseline_san_nist"]
+
+
+class _Task:
+    def __init__(self, src, tgt):
+        self.source_dictionary, self.target_dictionary = src, tgt
+
+
+def _dictionary(n):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n - d.nspecial):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def count(arch, n_src, n_tgt, **overrides):
+    """Build ``arch`` through fairseq's registries (arch defaults, then the model's own defaults)."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+
+    args = argparse.Namespace(max_source_positions=1024, max_target_positions=1024, **overrides)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    model_cls, name = ARCH_MODEL_REGISTRY[arch], ARCH_MODEL_NAME_REGISTRY[arch]
+    cfg = MODEL_DATACLASS_REGISTRY[name].from_namespace(args) if name == "dpn_s2s" else args
+    model = model_cls.build_model(cfg, _Task(_dictionary(n_src), _dictionary(n_tgt)))
+    return sum(p.numel() for p in model.parameters())
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--src-vocab", type=int, default=8848)
+    p.add_argument("--tgt-vocab", type=int, default=6632)
+    p.add_argument("--nist-src-vocab", type=int, default=37000)
+    p.add_argument("--nist-tgt-vocab", type=int, default=25000)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    import fairseq_local  # noqa: F401
+
+    rows = []
+    for arch in IWSLT:
+        rows.append((arch, count(arch, args.src_vocab, args.tgt_vocab), PAPER.get(arch)))
+    for arch in NIST:
+        rows.append((arch, count(arch, args.nist_src_vocab, args.nist_tgt_vocab), None))
+    print(f"{'arch':<32}{'params':>10}{'paper':>10}")
+    for arch, n, paper in rows:
+        print(f"{arch:<32}{n / 1e6:>9.2f}M{'' if paper is None else f'{paper / 1e6:.2f}M':>10}")
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({a: n for a, n, _ in rows}, f, indent=2)
+        os.replace(tmp, args.json)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Tokenize (optional), learn and apply BPE, binarize with fairseq-preprocess.
+#
+# usage: scripts/preprocess.sh --src L1 --tgt L2 --train PREFIX --valid PREFIX [--test PREFIX[,PREFIX2...]]
+#                              --destdir DIR [options]
+#        scripts/preprocess.sh --lm --train FILE --valid FILE [--test FILE] --destdir DIR [options]
+#   PREFIX.L1 / PREFIX.L2 are raw text files, one sentence per line (same line counts).
+# options:
+#   --bpe subword-nmt|sentencepiece|none   sub-word model (default: sentencepiece)
+#   --bpe-size N          merges / vocabulary size (default 8000)
+#   --separate-bpe        one BPE model per language (default: joint)
+#   --tokenize moses      Moses-tokenize with sacremoses before BPE (default: none)
+#   --lowercase           lowercase before everything
+#   --nwords N            cap each dictionary at N words (fairseq --nwordssrc/--nwordstgt)
+#   --workers N           fairseq-preprocess workers (default 2)
+#   --force               replace an existing --destdir
+# Output: DIR/ holds the binarized data, dictionaries and DIR/bpe/ (the BPE model and the
+# BPE-applied text). Everything is built in DIR.tmp.PID and moved into place only when complete.
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+src="" tgt="" train="" valid="" test="" dest="" bpe=sentencepiece size=8000 joint=1 tok=none lower=0
+nwords=-1 workers=2 force=0 lm=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage_from_header; exit 0 ;;
+    --src) need_val "$@"; src=$2; shift 2 ;;
+    --tgt) need_val "$@"; tgt=$2; shift 2 ;;
+    --train) need_val "$@"; train=$2; shift 2 ;;
+    --valid) need_val "$@"; valid=$2; shift 2 ;;
+    --test) need_val "$@"; test=$2; shift 2 ;;
+    --destdir) need_val "$@"; dest=$2; shift 2 ;;
+    --bpe) need_val "$@"; bpe=$2; shift 2 ;;
+    --bpe-size) need_val "$@"; size=$2; shift 2 ;;
+    --separate-bpe) joint=0; shift ;;
+    --tokenize) need_val "$@"; tok=$2; shift 2 ;;
+    --lowercase) lower=1; shift ;;
+    --nwords) need_val "$@"; nwords=$2; shift 2 ;;
+    --workers) need_val "$@"; workers=$2; shift 2 ;;
+    --force) force=1; shift ;;
+    --lm) lm=1; shift ;;
+    *) die "unknown option '$1' (see -h)" ;;
+  esac
+done
+[ -n "$train" ] || die "--train is required"
+[ -n "$valid" ] || die "--valid is required"
+[ -n "$dest" ] || die "--destdir is required"
+case "$bpe" in subword-nmt|sentencepiece|none) ;; *) die "--bpe must be subword-nmt, sentencepiece or none, not '$bpe'" ;; esac
+case "$tok" in moses|none) ;; *) die "--tokenize must be moses or none, not '$tok'" ;; esac
+[[ "$size" =~ ^[0-9]+$ ]] && [ "$size" -gt 0 ] || die "--bpe-size must be a positive integer, not '$size'"
+if [ "$lm" = 1 ]; then langs=(txt); else
+  [ -n "$src" ] && [ -n "$tgt" ] || die "--src and --tgt are required (or --lm for a language-model corpus)"
+  langs=("$src" "$tgt")
+fi
+IFS=, read -r -a tests <<<"$test"
+splits=(train valid); prefixes=("$train" "$valid")
+for i in "${!tests[@]}"; do splits+=("test$(nsuffix "$i")"); prefixes+=("${tests[$i]}"); done
+infile() { if [ "$lm" = 1 ]; then echo "$1"; else echo "$1.$2"; fi; }
+for i in "${!splits[@]}"; do
+  for l in "${langs[@]}"; do need_file "$(infile "${prefixes[$i]}" "$l")" "--${splits[$i]%%[0-9]*} file"; done
+  [ "$lm" = 1 ] || same_lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")"
+done
+if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; then
+  die "--destdir '$dest' exists and is not empty (use --force to replace it)"
+fi
+activate_env
+work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
+trap 'rm -rf "$work"' EXIT
+
+say "1/3 normalise (tokenize: $tok, lowercase: $lower)"
+for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
+  in=$(infile "${prefixes[$i]}" "$l"); out="$work/bpe/${splits[$i]}.raw.$l"
+  if [ "$tok" = moses ]; then
+    ml=$l; [ "$lm" = 1 ] && ml=en
+    sacremoses -l "$ml" -j "$workers" tokenize -x <"$in" >"$out"
+  else cp "$in" "$out"; fi
+  if [ "$lower" = 1 ]; then python -c "import sys;[sys.stdout.write(l.lower()) for l in sys.stdin]" <"$out" >"$out.lc"; mv "$out.lc" "$out"; fi
+done; done
+
+say "2/3 BPE: $bpe (size $size, $([ $joint = 1 ] && echo joint || echo separate))"
+models=()
+if [ "$joint" = 1 ] || [ "$lm" = 1 ]; then models=(joint); else models=("${langs[@]}"); fi
+model_input() { if [ "$1" = joint ]; then for l in "${langs[@]}"; do echo "$work/bpe/train.raw.$l"; done; else echo "$work/bpe/train.raw.$1"; fi; }
+model_for() { if [ "$joint" = 1 ] || [ "$lm" = 1 ]; then echo joint; else echo "$1"; fi; }
+for m in "${models[@]}"; do
+  mapfile -t ins < <(model_input "$m")
+  case "$bpe" in
+    subword-nmt) cat "${ins[@]}" | subword-nmt learn-bpe -s "$size" -o "$work/bpe/codes.$m" ;;
+    sentencepiece) python - "$work/bpe/spm.$m" "$size" "${ins[@]}" <<'PY'
+import sys, sentencepiece as spm
+prefix, size, inputs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+try:
+    spm.SentencePieceTrainer.train(input=",".join(inputs), model_prefix=prefix, vocab_size=size,
+        character_coverage=1.0, model_type="bpe", input_sentence_size=2000000, shuffle_input_sentence=True,
+        minloglevel=2)
+except RuntimeError as e:  # e.g. vocab_size larger than the corpus allows
+    sys.exit(f"preprocess.sh: error: sentencepiece training on {','.join(inputs)} failed: {str(e).splitlines()[-1]}")
+PY
+    ;;
+    none) ;;
+  esac
+done
+for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
+  s=${splits[$i]}; m=$(model_for "$l"); in="$work/bpe/$s.raw.$l"; out="$work/bpe/$s.$l"
+  case "$bpe" in
+    subword-nmt) subword-nmt apply-bpe -c "$work/bpe/codes.$m" <"$in" >"$out" ;;
+    sentencepiece) python -c "
+import sys, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1])
+for line in sys.stdin: print(' '.join(sp.encode(line.rstrip('\n'), out_type=str)))" "$work/bpe/spm.$m.model" <"$in" >"$out" ;;
+    none) cp "$in" "$out" ;;
+  esac
+done; done
+
+say "3/3 fairseq-preprocess"
+args=(--destdir "$work" --workers "$workers" --trainpref "$work/bpe/train" --validpref "$work/bpe/valid")
+[ ${#tests[@]} -gt 0 ] && args+=(--testpref "$(for i in "${!tests[@]}"; do printf '%s,' "$work/bpe/test$(nsuffix "$i")"; done | sed 's/,$//')")
+if [ "$lm" = 1 ]; then
+  for s in "${splits[@]}"; do mv "$work/bpe/$s.txt" "$work/bpe/$s"; done
+  args=(--only-source --destdir "$work" --workers "$workers" --trainpref "$work/bpe/train" --validpref "$work/bpe/valid")
+  [ ${#tests[@]} -gt 0 ] && args+=(--testpref "$work/bpe/test")
+  fairseq-preprocess "${args[@]}" --nwordssrc "$nwords"
+else
+  [ "$joint" = 1 ] && args+=(--joined-dictionary)
+  fairseq-preprocess --source-lang "$src" --target-lang "$tgt" "${args[@]}" --nwordssrc "$nwords" --nwordstgt "$nwords"
+fi
+rm -f "$work"/bpe/*.raw.*
+if [ -e "$dest" ]; then rm -rf "$dest.old.$$"; mv "$dest" "$dest.old.$$"; fi
+mv "$work" "$dest"; rm -rf "$dest.old.$$"; trap - EXIT
+say "done: $dest"

@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""Binarize lattice-to-text data for ``--task lattice_translation`` (fairseq-preprocess's options).
+
+    python scripts/preprocess_lattices.py --source-lang zh --target-lang en \
+        --trainpref data/train --validpref data/valid --testpref data/test \
+        --destdir data-bin/zh_en_lattice [--thresholdsrc 0 --nwordssrc 50000] [--srcdict ...]
+
+``{pref}.{src}`` are lattice files (scripts/build_lattices.py), ``{pref}.{tgt}`` plain text.  The
+source dictionary counts the words of lattice edges (each edge once per sentence) with the usual
+``--thresholdsrc`` / ``--nwordssrc`` (default 50000, as in the paper; same for the target); the
+target side is binarized by fairseq-preprocess's own code.  Everything is written to a temporary
+directory and moved into ``--destdir`` only when complete.  Malformed lattices and different line
+counts between source and target are one-line errors naming file and line.
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from fairseq_local.data.lattice import LatticeError, read_lattices  # noqa: E402
+
+
+def _count_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def _splits(args):
+    out = []
+    if args.trainpref:
+        out.append(("train", args.trainpref))
+    for name, prefs in (("valid", args.validpref), ("test", args.testpref)):
+        for k, pref in enumerate(prefs.split(",") if prefs else []):
+            out.append((f"{name}{k}" if k > 0 else name, pref))
+    return out
+
+
+def build_source_dictionary(lattices_by_split, args):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for lat in lattices_by_split:
+        for w in lat.words():
+            d.add_symbol(w)
+    d.finalize(threshold=args.thresholdsrc, nwords=args.nwordssrc, padding_factor=args.padding_factor)
+    return d
+
+
+def write_lattices(lattices, src_dict, prefix, impl):
+    from fairseq.data import indexed_dataset
+
+    packed = [lat.pack([src_dict.index(w) for w in lat.words()]) for lat in lattices]
+    top = max([len(src_dict)] + [int(p.max()) + 1 for p in packed])
+    builder = indexed_dataset.make_builder(prefix + ".bin", impl=impl, vocab_size=top)
+    for p in packed:
+        builder.add_item(torch.from_numpy(p))
+    builder.finalize(prefix + ".idx")
+    np.save(prefix + ".nchars.npy", np.array([lat.n_chars for lat in lattices], dtype=np.int64))
+    unk = sum(int((p[2 + 2 * p[1]:2 + 3 * p[1]] == src_dict.unk()).sum()) for p in packed)
+    edges = sum(int(p[1]) for p in packed)
+    return unk, edges
+
+
+def main(argv=None):
+    from fairseq import options, tasks
+    from fairseq_cli import preprocess as fp
+
+    parser = options.get_preprocessing_parser()
+    parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
+    args = parser.parse_args(argv)
+    try:
+        if not args.source_lang or not args.target_lang:
+            raise LatticeError("--source-lang and --target-lang are required")
+        if args.only_source or args.joined_dictionary or args.align_suffix:
+            raise LatticeError("--only-source, --joined-dictionary and --align-suffix are not supported for lattices")
+        if args.dataset_impl != "mmap":
+            raise LatticeError(f"--dataset-impl must be mmap for lattices (got {args.dataset_impl})")
+        if not args.trainpref and not args.srcdict:
+            raise LatticeError("--trainpref is required unless --srcdict and --tgtdict are given")
+        src, tgt = args.source_lang, args.target_lang
+        splits = _splits(args)
+        for _, pref in splits:
+            for lang in (src, tgt):
+                if not os.path.exists(f"{pref}.{lang}"):
+                    raise LatticeError(f"{pref}.{lang}: no such file")
+        lattices = {}
+        for split, pref in splits:
+            lattices[split] = read_lattices(f"{pref}.{src}")
+            n_tgt = _count_lines(f"{pref}.{tgt}")
+            if n_tgt != len(lattices[split]):
+                raise LatticeError(f"line counts differ: {pref}.{src} has {len(lattices[split])} lines, "
+                                   f"{pref}.{tgt} has {n_tgt}")
+        for lang, given in ((src, args.srcdict), (tgt, args.tgtdict)):
+            if not given and os.path.exists(os.path.join(args.destdir, f"dict.{lang}.txt")):
+                raise LatticeError(f"{os.path.join(args.destdir, f'dict.{lang}.txt')} exists: "
+                                   "use another --destdir or pass --srcdict/--tgtdict")
+    except LatticeError as e:
+        print(f"preprocess_lattices.py: error: {e}", file=sys.stderr)
+        return 1
+
+    destdir = os.path.abspath(args.destdir)
+    os.makedirs(destdir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".preprocess-", dir=destdir)
+    try:
+        args.destdir = tmp
+        task = tasks.get_task("translation")
+        src_dict = (task.load_dictionary(args.srcdict) if args.srcdict
+                    else build_source_dictionary(lattices["train"], args))
+        tgt_dict = (task.load_dictionary(args.tgtdict) if args.tgtdict
+                    else fp._build_dictionary([fp._train_path(tgt, args.trainpref)], task=task, args=args, tgt=True))
+        src_dict.save(os.path.join(tmp, f"dict.{src}.txt"))
+        tgt_dict.save(os.path.join(tmp, f"dict.{tgt}.txt"))
+        fp._make_all(tgt, tgt_dict, args)  # exactly fairseq-preprocess's target side
+        for split, pref in splits:
+            unk, edges = write_lattices(lattices[split], src_dict, fp.dataset_dest_prefix(args, split, src),
+                                        args.dataset_impl)
+            print(f"[{src}] {pref}.{src}: {len(lattices[split])} lattices, {edges} edges, "
+                  f"{100.0 * unk / max(edges, 1):.2f}% edges replaced by {src_dict.unk_word}", file=sys.stderr)
+        for name in sorted(os.listdir(tmp)):
+            os.replace(os.path.join(tmp, name), os.path.join(destdir, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"wrote {destdir}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

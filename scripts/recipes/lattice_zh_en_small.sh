@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Small LatticeNMT recipe on any parallel zh-en corpus given by path (Su et al., AAAI 2017).
+#
+#   bash scripts/recipes/lattice_zh_en_small.sh CORPUS_DIR WORK_DIR
+#
+# CORPUS_DIR holds train.zh train.en valid.zh valid.en (optionally test.zh test.en), raw text, one
+# sentence per line, e.g. ../shared/data/tatoeba-zh-en.  Tatoeba sentences are CC-BY 2.0 (France),
+# tatoeba.org; each pair's authors are listed in CORPUS_DIR/*.attribution: this recipe copies those
+# files next to everything it derives from the corpus, keep them with the data.
+#
+# Stages (skip finished ones by leaving their outputs in place):
+#   1. English: Moses tokenization (sacremoses);
+#   2. Chinese: lattices from jieba+thulac+snownlp (jieba = primary path), jieba chains (word-level
+#      baseline) and character chains (character-level baseline), scripts/build_lattices.py;
+#   3. binarize each with scripts/preprocess_lattices.py (word types seen >= THRESHOLD times, 50k cap);
+#   4. unless PREP_ONLY=1: train DWL+gating, word-level and char-level RNNSearch for MINUTES minutes
+#      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive BLEU.
+# Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), ARCH_ARGS (smaller than the paper's sizes,
+# for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY.
+set -euo pipefail
+CORPUS=${1:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
+WORK=${2:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PY=${PYTHON:-python}
+WORKERS=${WORKERS:-2}
+THRESHOLD=${THRESHOLD:-2}
+MINUTES=${MINUTES:-4}
+ARCH_ARGS=${ARCH_ARGS:---encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-hidden-size 256 --decoder-hidden-size 256 --dropout 0.2}
+SPLITS="train valid"
+[ -f "$CORPUS/test.zh" ] && SPLITS="$SPLITS test"
+for s in $SPLITS; do
+  for l in zh en; do [ -f "$CORPUS/$s.$l" ] || { echo "error: $CORPUS/$s.$l not found" >&2; exit 1; }; done
+done
+mkdir -p "$WORK/raw"
+cp "$CORPUS"/*.attribution "$WORK/raw/" 2>/dev/null || true
+
+# 1. English tokenization (written atomically)
+for s in $SPLITS; do
+  if [ ! -f "$WORK/raw/$s.en" ]; then
+    $PY - "$CORPUS/$s.en" "$WORK/raw/$s.en" <<'EOF'
+import os, sys
+from sacremoses import MosesTokenizer
+tok = MosesTokenizer(lang="en")
+src, dst = sys.argv[1:]
+with open(src, encoding="utf-8") as f, open(dst + ".tmp", "w", encoding="utf-8") as g:
+    for line in f:
+        g.write(tok.tokenize(line.strip(), return_str=True, escape=False) + "\n")
+os.replace(dst + ".tmp", dst)
+EOF
+  fi
+done
+
+# 2. lattices and chains
+for kind in lattice word char; do
+  case $kind in lattice) SEG=jieba,thulac,snownlp;; word) SEG=jieba;; char) SEG=char;; esac
+  mkdir -p "$WORK/raw/$kind"
+  for s in $SPLITS; do
+    [ -f "$WORK/raw/$kind/$s.zh" ] || nice -n 10 $PY "$REPO/scripts/build_lattices.py" --input "$CORPUS/$s.zh" \
+        --output "$WORK/raw/$kind/$s.zh" --segmenters $SEG --workers "$WORKERS"
+    ln -sf "$WORK/raw/$s.en" "$WORK/raw/$kind/$s.en"
+  done
+done
+
+# 3. binarize
+for kind in lattice word char; do
+  if [ ! -f "$WORK/bin/$kind/dict.zh.txt" ]; then
+    ARGS=(--source-lang zh --target-lang en --trainpref "$WORK/raw/$kind/train" --validpref "$WORK/raw/$kind/valid"
+          --destdir "$WORK/bin/$kind" --thresholdsrc "$THRESHOLD" --thresholdtgt "$THRESHOLD" --workers "$WORKERS")
+    [ -f "$WORK/raw/$kind/test.zh" ] && ARGS+=(--testpref "$WORK/raw/$kind/test")
+    $PY "$REPO/scripts/preprocess_lattices.py" "${ARGS[@]}"
+    cp "$WORK"/raw/*.attribution "$WORK/bin/$kind/" 2>/dev/null || true
+  fi
+done
+[ "${PREP_ONLY:-0}" = 1 ] && exit 0
+
+# 4. same wall time for each system, then valid BLEU
+HOURS=$($PY -c "print($MINUTES / 60)")
+for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_char; do
+  kind=${sys%%:*}; arch=${sys#*:}
+  ckpt=$WORK/ckpt/$kind
+  nice -n 10 fairseq-train "$WORK/bin/$kind" --user-dir "$REPO/fairseq_local" --task lattice_translation \
+      --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --batch-size 80 \
+      --max-source-positions 70 --max-target-positions 50 --skip-invalid-size-inputs-valid-test \
+      --stop-time-hours "$HOURS" --max-epoch 1000 --save-dir "$ckpt" --no-epoch-checkpoints \
+      --log-format simple --log-interval 50 --num-workers 0 --cpu ${EXTRA_TRAIN_ARGS:-} \
+      > "$WORK/train.$kind.log" 2>&1
+  nice -n 10 fairseq-generate "$WORK/bin/$kind" --user-dir "$REPO/fairseq_local" --task lattice_translation \
+      --path "$ckpt/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --cpu \
+      --max-len-a 1.5 --max-len-b 10 --results-path "$WORK/gen.$kind" > /dev/null
+  grep ^H- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f3 > "$WORK/gen.$kind/hyp.txt"
+  grep ^T- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f2 > "$WORK/gen.$kind/ref.txt"
+  bleu=$(sacrebleu -lc -tok none -b "$WORK/gen.$kind/ref.txt" -i "$WORK/gen.$kind/hyp.txt")
+  updates=$(grep -o "num_updates [0-9]*" "$WORK/train.$kind.log" | tail -1 || true)
+  echo "$kind ($arch): valid BLEU (case-insensitive, tokenized) = $bleu after $MINUTES min, $updates"
+done

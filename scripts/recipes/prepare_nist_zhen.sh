@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Prepare NIST Chinese-English from user-supplied LDC data (no download: LDC licences).
+#
+#   bash scripts/recipes/prepare_nist_zhen.sh --out DIR \
+#       --train-zh "ldc/LDC2002E18.zh ldc/LDC2003E07.zh ..." --train-en "ldc/LDC2002E18.en ldc/LDC2003E07.en ..." \
+#       --set mt05=nist/mt05.src.sgm,nist/mt05.ref.sgm --set mt02=... --set mt03=... [--set ...] \
+#       [--valid mt05] [--mode lattice|bpe|both] [--segmenters jieba,thulac,snownlp]
+#       [--bpe-size 25000] [--max-chars 70] [--max-words 50] [--workers 2]
+#
+# --train-zh/--train-en: sentence-aligned plain-text files (one sentence per line, same order; the
+# LDC corpora of Su et al. 2017 are LDC2002E18, LDC2003E07, LDC2003E14, Hansards of LDC2004T07,
+# LDC2004T08, LDC2005T06: extract each to aligned text first, their formats differ).
+# --set NAME=SRC_SGM,REF_SGM: a NIST evaluation set (source SGML, and the SGML holding its four
+# references, told apart by refid/sysid).  The paper: MT05 valid, MT02/03/04/06/08 test.
+# Output:
+#   DIR/raw/train.{zh,en}   training pairs, <= --max-chars source characters, <= --max-words words
+#   DIR/raw/NAME.zh, DIR/refs/NAME.ref0..ref3 (raw English), DIR/raw/NAME.en (= ref0, tokenized)
+#   --mode lattice: DIR/raw/lattice/*.zh (scripts/build_lattices.py) and DIR/bin-lattice (for
+#                   --task lattice_translation; valid = --valid, test, test1, ... = the other sets
+#                   in --set order, listed in DIR/bin-lattice/test_sets.txt)
+#   --mode bpe:     jieba-segmented Chinese and DIR/bin-bpe from scripts/preprocess.sh (separate
+#                   subword-nmt BPE of --bpe-size per side, lowercased), same subset naming.
+# English is Moses-tokenized and lowercased (BLEU is case-insensitive in the paper).
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+PY=${PYTHON:-python}
+OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt05 MODE=lattice SEG=jieba,thulac,snownlp BPE=25000 MAXC=70 MAXW=50 WORKERS=2
+SETS=()
+die() { echo "prepare_nist_zhen.sh: error: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --train-zh) TRAIN_ZH=$2; shift 2 ;;
+    --train-en) TRAIN_EN=$2; shift 2 ;;
+    --set) SETS+=("$2"); shift 2 ;;
+    --valid) VALID=$2; shift 2 ;;
+    --mode) MODE=$2; shift 2 ;;
+    --segmenters) SEG=$2; shift 2 ;;
+    --bpe-size) BPE=$2; shift 2 ;;
+    --max-chars) MAXC=$2; shift 2 ;;
+    --max-words) MAXW=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+[ -n "$OUT" ] || die "--out is required"
+[ -n "$TRAIN_ZH" ] && [ -n "$TRAIN_EN" ] || die "--train-zh and --train-en are required"
+[ ${#SETS[@]} -gt 0 ] || die "at least one --set NAME=SRC_SGM,REF_SGM is required"
+case "$MODE" in lattice|bpe|both) ;; *) die "--mode must be lattice, bpe or both (got $MODE)" ;; esac
+for f in $TRAIN_ZH $TRAIN_EN; do [ -f "$f" ] || die "$f: no such file"; done
+mkdir -p "$OUT/raw" "$OUT/refs"
+
+# training pairs: concatenate, check line counts, clean and filter (written atomically)
+$PY - "$OUT/raw/train" "$MAXC" "$MAXW" "$TRAIN_ZH" "$TRAIN_EN" <<'EOF'
+import os, sys
+out, maxc, maxw, zh_files, en_files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
+if len(zh_files) != len(en_files):
+    sys.exit(f"prepare_nist_zhen.sh: error: {len(zh_files)} --train-zh files but {len(en_files)} --train-en files")
+kept = total = 0
+with open(out + ".zh.tmp", "w", encoding="utf-8") as fz, open(out + ".en.tmp", "w", encoding="utf-8") as fe:
+    for zf, ef in zip(zh_files, en_files):
+        zl = open(zf, encoding="utf-8").read().splitlines()
+        el = open(ef, encoding="utf-8").read().splitlines()
+        if len(zl) != len(el):
+            sys.exit(f"prepare_nist_zhen.sh: error: {zf} has {len(zl)} lines, {ef} has {len(el)}")
+        for z, e in zip(zl, el):
+            total += 1
+            z, e = "".join(z.split()), " ".join(e.split())
+            if z and e and len(z) <= maxc and len(e.split()) <= maxw:
+                fz.write(z + "\n"); fe.write(e + "\n"); kept += 1
+os.replace(out + ".zh.tmp", out + ".zh"); os.replace(out + ".en.tmp", out + ".en")
+print(f"train: kept {kept} of {total} pairs (<= {maxc} characters, <= {maxw} words)", file=sys.stderr)
+EOF
+
+# NIST sets: source segments and their four references, aligned by (docid, segid)
+NAMES=()
+for spec in "${SETS[@]}"; do
+  name=${spec%%=*}; files=${spec#*=}; src=${files%%,*}; ref=${files#*,}
+  [ -f "$src" ] || die "--set $name: $src: no such file"
+  [ -f "$ref" ] || die "--set $name: $ref: no such file"
+  NAMES+=("$name")
+  $PY - "$src" "$ref" "$OUT/raw/$name.zh" "$OUT/refs/$name" <<'EOF'
+import os, re, sys
+src, ref, out_zh, out_ref = sys.argv[1:]
+TAG = re.compile(r"<(refset|srcset|tstset|doc)\b([^>]*)>|<seg\b([^>]*)>(.*?)</seg>", re.I | re.S)
+def attr(s, k):
+    m = re.search(k + r'\s*=\s*"?([^"\s>]+)', s or "", re.I)
+    return m.group(1) if m else None
+def segments(path):
+    out, setid, doc = {}, None, None
+    for m in TAG.finditer(open(path, encoding="utf-8", errors="replace").read()):
+        if m.group(1):
+            if m.group(1).lower() == "doc":
+                doc = attr(m.group(2), "docid")
+                setid = attr(m.group(2), "sysid") or setid
+            else:
+                setid = attr(m.group(2), "refid") or attr(m.group(2), "sysid") or setid
+        else:
+            key = (doc, attr(m.group(3), "id"))
+            out.setdefault(setid, {})[key] = " ".join(re.sub(r"<[^>]+>", "", m.group(4)).split())
+    return out
+srcs = segments(src)
+if len(srcs) != 1:
+    sys.exit(f"prepare_nist_zhen.sh: error: {src}: expected one source set, found {len(srcs)}")
+keys, zh = zip(*list(next(iter(srcs.values())).items()))
+refs = segments(ref)
+if len(refs) < 1:
+    sys.exit(f"prepare_nist_zhen.sh: error: {ref}: no reference segments")
+for k, (rid, segs) in enumerate(sorted(refs.items(), key=lambda x: str(x[0]))):
+    missing = [key for key in keys if key not in segs]
+    if missing:
+        sys.exit(f"prepare_nist_zhen.sh: error: {ref}: reference {rid} lacks segment {missing[0]} of {src}")
+    with open(f"{out_ref}.ref{k}.tmp", "w", encoding="utf-8") as f:
+        f.writelines(segs[key] + "\n" for key in keys)
+    os.replace(f"{out_ref}.ref{k}.tmp", f"{out_ref}.ref{k}")
+with open(out_zh + ".tmp", "w", encoding="utf-8") as f:
+    f.writelines("".join(z.split()) + "\n" for z in zh)
+os.replace(out_zh + ".tmp", out_zh)
+print(f"{os.path.basename(out_zh)}: {len(zh)} segments, {len(refs)} references", file=sys.stderr)
+EOF
+done
+[[ " ${NAMES[*]} " == *" $VALID "* ]] || die "--valid $VALID is not one of the --set names (${NAMES[*]})"
+TESTS=(); for n in "${NAMES[@]}"; do [ "$n" = "$VALID" ] || TESTS+=("$n"); done
+
+# English: Moses tokenization + lowercase (targets; ref0 doubles as the binarized target of a set)
+tok_en() {
+  $PY - "$1" "$2" <<'EOF'
+import os, sys
+from sacremoses import MosesTokenizer
+t = MosesTokenizer(lang="en")
+with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2] + ".tmp", "w", encoding="utf-8") as g:
+    for line in f:
+        g.write(t.tokenize(line.strip().lower(), return_str=True, escape=False) + "\n")
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+EOF
+}
+tok_en "$OUT/raw/train.en" "$OUT/raw/train.tok.en"
+for n in "${NAMES[@]}"; do tok_en "$OUT/refs/$n.ref0" "$OUT/raw/$n.tok.en"; done
+TESTPREFS=$(printf ",%s" "${TESTS[@]/#/PFX/}"); TESTPREFS=${TESTPREFS#,}
+
+if [ "$MODE" = lattice ] || [ "$MODE" = both ]; then
+  L="$OUT/raw/lattice"; mkdir -p "$L"
+  for n in train "${NAMES[@]}"; do
+    [ -f "$L/$n.zh" ] || $PY "$REPO/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$L/$n.zh" \
+        --segmenters "$SEG" --workers "$WORKERS"
+    ln -sf "$OUT/raw/$n.tok.en" "$L/$n.en"
+  done
+  $PY "$REPO/scripts/preprocess_lattices.py" --source-lang zh --target-lang en --trainpref "$L/train" \
+      --validpref "$L/$VALID" ${TESTS:+--testpref "${TESTPREFS//PFX/$L}"} --destdir "$OUT/bin-lattice" \
+      --workers "$WORKERS"
+  printf "%s\n" "${TESTS[@]}" > "$OUT/bin-lattice/test_sets.txt"
+fi
+
+if [ "$MODE" = bpe ] || [ "$MODE" = both ]; then
+  S="$OUT/raw/seg"; mkdir -p "$S"
+  for n in train "${NAMES[@]}"; do
+    [ -f "$S/$n.lat" ] || $PY "$REPO/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$S/$n.lat" \
+        --segmenters jieba --workers "$WORKERS"
+    $PY -c "
+import sys; sys.path.insert(0, '$REPO')
+from fairseq_local.data.lattice import read_lattices
+print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices('$S/$n.lat')), end='')" > "$S/$n.zh"
+    ln -sf "$OUT/raw/$n.tok.en" "$S/$n.en"
+  done
+  bash "$REPO/scripts/preprocess.sh" --src zh --tgt en --train "$S/train" --valid "$S/$VALID" \
+      ${TESTS:+--test "${TESTPREFS//PFX/$S}"} --destdir "$OUT/bin-bpe" --bpe subword-nmt --bpe-size "$BPE" \
+      --separate-bpe --workers "$WORKERS"
+  printf "%s\n" "${TESTS[@]}" > "$OUT/bin-bpe/test_sets.txt"
+fi
+echo "done: $OUT (references in $OUT/refs/NAME.ref0..3)" >&2

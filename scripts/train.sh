@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Train any fairseq(-local) architecture or Hydra config on binarized data.
+#
+# usage: scripts/train.sh --data BIN_DIR --save-dir DIR (--arch ARCH | --config configs/X/Y.yaml)
+#                         [--task T] [--fp16|--bf16] [--gpus N] [--cpu] [-- EXTRA fairseq ARGS]
+#   --arch A        a registered architecture (ours: see README), trained with fairseq-train
+#   --config FILE   a Hydra YAML from configs/, trained with fairseq-hydra-train; EXTRA args are
+#                   then Hydra overrides (key=value)
+#   --task T        fairseq task for --arch (default: translation)
+#   --fp16/--bf16   mixed precision (GPU only)
+#   --gpus N        number of GPUs (default: all visible); N > 1 uses fairseq's distributed training
+#   --cpu           force CPU even when a GPU is present
+# The GPU is used when torch sees one, --cpu otherwise. Everything after `--` goes to fairseq
+# unchanged (e.g. -- --max-epoch 20 --lr 1e-3 --optimizer adam).
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+data="" save="" arch="" config="" task=translation prec="" gpus="" cpu=0 extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage_from_header; exit 0 ;;
+    --data) need_val "$@"; data=$2; shift 2 ;;
+    --save-dir) need_val "$@"; save=$2; shift 2 ;;
+    --arch) need_val "$@"; arch=$2; shift 2 ;;
+    --config) need_val "$@"; config=$2; shift 2 ;;
+    --task) need_val "$@"; task=$2; shift 2 ;;
+    --fp16) prec=fp16; shift ;;
+    --bf16) prec=bf16; shift ;;
+    --gpus) need_val "$@"; gpus=$2; shift 2 ;;
+    --cpu) cpu=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) die "unknown option '$1' (see -h; fairseq options go after --)" ;;
+  esac
+done
+[ -n "$data" ] || die "--data is required"
+need_dir "$data" "--data"
+[ -n "$save" ] || die "--save-dir is required"
+[ -n "$arch" ] || [ -n "$config" ] || die "one of --arch or --config is required"
+[ -z "$arch" ] || [ -z "$config" ] || die "--arch and --config are exclusive"
+[ -z "$config" ] || need_file "$config" "--config"
+[ -z "$gpus" ] || [[ "$gpus" =~ ^[1-9][0-9]*$ ]] || die "--gpus must be a positive integer, not '$gpus'"
+activate_env
+ngpu=$(python -c "import torch; print(torch.cuda.device_count())")
+if [ "$cpu" = 1 ] || [ "$ngpu" = 0 ]; then
+  [ -z "$prec" ] || die "--$prec needs a GPU (none visible, or --cpu given)"
+  [ -z "$gpus" ] || [ "$gpus" = 1 ] || die "--gpus $gpus: no GPU is visible"
+  device=cpu; world=1
+else
+  device=cuda; world=${gpus:-$ngpu}
+  [ "$world" -le "$ngpu" ] || die "--gpus $world: only $ngpu GPU(s) visible"
+fi
+mkdir -p "$save"
+say "training on $device (world size $world)${prec:+, $prec}; checkpoints in $save"
+if [ -n "$arch" ]; then
+  args=("$data" --user-dir "$USER_DIR" --task "$task" --arch "$arch" --save-dir "$save")
+  if [ "$device" = cpu ]; then args+=(--cpu); else
+    args+=(--distributed-world-size "$world")
+    [ "$prec" = fp16 ] && args+=(--fp16)
+    [ "$prec" = bf16 ] && args+=(--bf16)
+  fi
+  exec fairseq-train "${args[@]}" "${extra[@]}"
+else
+  cdir=$(cd "$(dirname "$config")" && pwd); cname=$(basename "$config" .yaml)
+  data=$(cd "$data" && pwd); save=$(cd "$save" && pwd)
+  args=(--config-dir "$cdir" --config-name "$cname" "++task.data=$data" "++common.user_dir=$USER_DIR"
+        "++checkpoint.save_dir=$save" "hydra.run.dir=$save/hydra")
+  if [ "$device" = cpu ]; then args+=("++common.cpu=true" "++distributed_training.distributed_world_size=1"); else
+    args+=("++distributed_training.distributed_world_size=$world")
+    [ "$prec" = fp16 ] && args+=("++common.fp16=true")
+    [ "$prec" = bf16 ] && args+=("++common.bf16=true")
+  fi
+  exec fairseq-hydra-train "${args[@]}" "${extra[@]}"
+fi

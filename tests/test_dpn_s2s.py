@@ -1,0 +1,275 @@
+"""Tests of DPN-S2S (fairseq_local/models/dpn_s2s.py, modules/dpn_paths.py, modules/dpn_gate.py).
+
+The generic checks (CLI build, train + generate, incremental decoding after reorder, checkpoint
+round trip, Hydra) are in the contract suite; here: the gate (Eq. 9-10), forcing gates to 0/1
+reproduces each single-flow model exactly, ablations, parameter counts, causality, batching.
+"""
+import argparse
+import warnings
+
+import pytest
+import torch
+
+import fairseq_local  # noqa: F401
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_CONFIG_REGISTRY
+from fairseq_local.models.dpn_s2s import DPNS2SConfig, DPNS2SModel
+from fairseq_local.modules.dpn_gate import DPNGate
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+TINY = dict(encoder_embed_dim=8, decoder_embed_dim=8, encoder_conv_dim=6, decoder_conv_dim=10,
+            encoder_conv_layers=2, decoder_conv_layers=3, encoder_san_layers=1, decoder_san_layers=2,
+            encoder_ffn_embed_dim=12, decoder_ffn_embed_dim=14, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_kernel_size=3, decoder_kernel_size=2)
+ABLATIONS = {1: ("cnn", "cnn"), 2: ("cnn", "san"), 3: ("cnn", "cnn,san"), 4: ("san", "cnn"), 5: ("san", "san"),
+             6: ("san", "cnn,san"), 7: ("cnn,san", "cnn"), 8: ("cnn,san", "san"), 9: ("cnn,san", "cnn,san")}
+
+
+class _Task:
+    def __init__(self, src, tgt):
+        self.source_dictionary, self.target_dictionary = src, tgt
+
+
+def _dict(n, prefix):
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"{prefix}{i}")
+    return d
+
+
+SRC, TGT = _dict(17, "s"), _dict(13, "t")
+
+
+def build(arch=None, seed=0, **overrides):
+    """Build through the registered arch function (defaults only), tiny sizes, float64, eval mode."""
+    args = argparse.Namespace(**{**TINY, **overrides})
+    if arch is not None:
+        ARCH_CONFIG_REGISTRY[arch](args)
+    cfg = DPNS2SConfig.from_namespace(args)
+    torch.manual_seed(seed)
+    return DPNS2SModel.build_model(cfg, _Task(SRC, TGT)).double().eval()
+
+
+def batch(seed=0, bsz=3, src_len=7, tgt_len=6):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(SRC.nspecial, len(SRC), (bsz, src_len), generator=g)
+    src[0, :3] = SRC.pad()  # left padding, as fairseq's translation task
+    lengths = src.ne(SRC.pad()).sum(1)
+    tgt = torch.randint(TGT.nspecial, len(TGT), (bsz, tgt_len), generator=g)
+    tgt[:, 0] = TGT.eos()
+    return src, lengths, tgt
+
+
+def logits(model, src, lengths, tgt):
+    return model(src, lengths, tgt)[0]
+
+
+# ------------------------------------------------------------------------------------------ gate
+def test_gate_matches_eq9_and_lies_in_open_unit_interval():
+    torch.manual_seed(0)
+    gate = DPNGate(5).double()
+    a, b = torch.randn(4, 3, 5, dtype=torch.double), torch.randn(4, 3, 5, dtype=torch.double)
+    fused, g = gate(a, b)
+    w, bias = gate.proj.weight.view(-1), gate.proj.bias
+    g_ref = torch.sigmoid(torch.cat([a, b], -1) @ w + bias).unsqueeze(-1)
+    assert g.shape == (4, 3, 1)
+    assert torch.allclose(g, g_ref)
+    assert torch.allclose(fused, a * (1 - g_ref) + b * g_ref)
+    assert (g > 0).all() and (g < 1).all() and g.std() > 0
+
+
+def test_gate_forcing():
+    gate = DPNGate(4)
+    a, b = torch.randn(2, 4), torch.randn(2, 4)
+    gate.force(0.0)
+    assert torch.equal(gate(a, b)[0], a)
+    gate.force(1.0)
+    assert torch.equal(gate(a, b)[0], b)
+    gate.force(0.25)
+    assert torch.allclose(gate(a, b)[0], 0.75 * a + 0.25 * b)
+    gate.force(None)
+    assert not torch.equal(gate(a, b)[0], a)
+    with pytest.raises(ValueError, match="must lie in"):
+        gate.force(1.5)
+    with pytest.raises(ValueError, match="same shape"):
+        gate(a, b[:, :3])
+
+
+def test_model_gates_lie_in_open_unit_interval():
+    model = build("dpn_s2s_m9")
+    seen = []
+    hooks = [g.register_forward_hook(lambda m, i, o: seen.append(o[1])) for g in model.decoder.gates().values()]
+    logits(model, *batch())
+    for h in hooks:
+        h.remove()
+    # 3 CNN layers + 2 SAN layers context gates + the output gate
+    assert len(seen) == 6 and set(model.decoder.gates()) == {"cnn.0", "cnn.1", "cnn.2", "san.0", "san.1", "output"}
+    for g in seen:
+        assert ((g > 0) & (g < 1)).all()
+
+
+# --------------------------------------------------------- forcing gates = the single-flow model
+@pytest.mark.parametrize("gates,single", [
+    ((0.0, None, 0.0), 1),  # CNN decoder reads the CNN encoder: M1
+    ((1.0, None, 0.0), 4),  # CNN decoder reads the SAN encoder: M4
+    ((None, 1.0, 1.0), 2),  # SAN decoder reads the CNN encoder: M2
+    ((None, 0.0, 1.0), 5),  # SAN decoder reads the SAN encoder: M5
+])
+def test_forced_gates_reproduce_single_flow_model(gates, single):
+    full = build("dpn_s2s_m9", seed=3)
+    full.force_gates(*gates)
+    small = build(f"dpn_s2s_m{single}", seed=4)
+    missing, _unexpected = small.load_state_dict(full.state_dict(), strict=False)
+    assert missing == [], f"M{single} has parameters M9 lacks: {missing}"
+    data = batch(seed=1)
+    out_full, out_small = logits(full, *data), logits(small, *data)
+    assert torch.equal(out_full, out_small)
+    full.force_gates(None, None, None)  # learned gates mix the flows: the output changes
+    assert (logits(full, *data) - out_small).abs().max() > 1e-3
+
+
+def test_forcing_via_config_option():
+    model = build("dpn_s2s_m9", force_output_gate=0.0, force_cnn_context_gate=1.0)
+    gates = model.decoder.gates()
+    assert gates["output"].forced == 0.0 and gates["cnn.0"].forced == 1.0 and gates["san.0"].forced is None
+
+
+# ------------------------------------------------------------------------------- ablations
+def expected_params(enc, dec, cfg=TINY, vs=len(SRC), vt=len(TGT)):
+    """Parameter count of DPN-S2S written out from Section 3 (weight-normalised CNN layers carry
+    an extra gain per output unit)."""
+    d = cfg["encoder_embed_dim"]
+
+    def wn_linear(i, o):
+        return i * o + 2 * o
+
+    def conv_path(h, k, n, n_mem):
+        per_layer = k * h * 2 * h + 2 * (2 * h)
+        if n_mem:
+            per_layer += wn_linear(h, d) + wn_linear(d, h) + (2 * d + 1 if n_mem == 2 else 0)
+        return wn_linear(d, h) + n * per_layer + wn_linear(h, d)
+
+    def san_path(ffn, n, n_mem):
+        mha, ln = 4 * (d * d + d), 2 * d
+        per_layer = mha + ln + d * ffn + ffn + ffn * d + d + ln
+        if n_mem:
+            per_layer += n_mem * mha + ln + (2 * d + 1 if n_mem == 2 else 0)
+        return n * per_layer
+
+    enc_p, dec_p = enc.split(","), dec.split(",")
+    total = vs * d + vt * d + vt * d  # source, target embeddings and the output projection
+    if "cnn" in enc_p:
+        total += conv_path(cfg["encoder_conv_dim"], cfg["encoder_kernel_size"], cfg["encoder_conv_layers"], 0)
+    if "san" in enc_p:
+        total += san_path(cfg["encoder_ffn_embed_dim"], cfg["encoder_san_layers"], 0)
+    if "cnn" in dec_p:
+        total += conv_path(cfg["decoder_conv_dim"], cfg["decoder_kernel_size"], cfg["decoder_conv_layers"], len(enc_p))
+    if "san" in dec_p:
+        total += san_path(cfg["decoder_ffn_embed_dim"], cfg["decoder_san_layers"], len(enc_p))
+    if len(dec_p) == 2:
+        total += 2 * d + 1  # output gate, Eq. 10
+    return total
+
+
+@pytest.mark.parametrize("m", sorted(ABLATIONS))
+def test_ablation_builds_trains_and_counts_parameters(m):
+    enc, dec = ABLATIONS[m]
+    model = build(f"dpn_s2s_m{m}")
+    assert model.encoder.paths == enc.split(",") and model.decoder.paths == dec.split(",")
+    assert (model.encoder.cnn is not None) == ("cnn" in enc) and (model.encoder.san is not None) == ("san" in enc)
+    assert (model.decoder.cnn is not None) == ("cnn" in dec) and (model.decoder.san is not None) == ("san" in dec)
+    assert sum(p.numel() for p in model.parameters()) == expected_params(enc, dec)
+    # one SGD step on a fixed batch lowers its loss; every parameter gets a finite gradient
+    model.train()
+    src, lengths, tgt = batch(seed=2)
+    target = torch.roll(tgt, -1, dims=1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def loss_fn():
+        lp = model.get_normalized_probs(model(src, lengths, tgt), log_probs=True)
+        return -lp.gather(-1, target.unsqueeze(-1)).mean()
+
+    torch.manual_seed(0)
+    model.apply(lambda mod: setattr(mod, "p", 0.0) if hasattr(mod, "apply_during_inference") else None)
+    loss = loss_fn()
+    loss.backward()
+    for name, p in model.named_parameters():
+        if name.endswith("embed_tokens.weight"):
+            continue  # rows of unused types get zero gradient, which is fine
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+    opt.step()
+    assert loss_fn().item() < loss.item()
+
+
+def test_paper_archs_fill_defaults_and_cli_wins():
+    args = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY["dpn_s2s_nist_zh_en"](args)
+    assert (args.encoder_conv_layers, args.encoder_san_layers, args.dropout, args.decoder_ffn_embed_dim) == (12, 6, 0.2, 1024)
+    args = argparse.Namespace(dropout=0.3, decoder_paths="san")
+    ARCH_CONFIG_REGISTRY["dpn_s2s_m7"](args)
+    assert args.dropout == 0.3 and args.decoder_paths == "san" and args.encoder_paths == "cnn,san"
+
+
+def test_bad_paths_option_is_a_clear_error():
+    with pytest.raises(ValueError, match="--encoder-paths must be"):
+        build(encoder_paths="cnn,rnn")
+    with pytest.raises(ValueError, match="--decoder-paths must be"):
+        build(decoder_paths="")
+    with pytest.raises(ValueError, match="must equal --decoder-embed-dim"):
+        build(decoder_embed_dim=4)
+
+
+# ------------------------------------------------------------------- causality and batching
+@pytest.mark.parametrize("m", [7, 8, 9])  # decoder CNN path only, SAN path only, both
+def test_decoder_paths_are_causal(m):
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, tgt = batch(seed=5)
+    base = logits(model, src, lengths, tgt)
+    for t in range(1, tgt.size(1)):
+        changed = tgt.clone()
+        changed[:, t] = (changed[:, t] - TGT.nspecial + 1) % (len(TGT) - TGT.nspecial) + TGT.nspecial
+        out = logits(model, src, lengths, changed)
+        assert torch.equal(out[:, :t], base[:, :t]), f"position {t} leaks into earlier outputs"
+        assert (out[:, t] - base[:, t]).abs().max() > 1e-6, f"position {t} has no effect on its own output"
+
+
+def test_left_padded_batch_equals_single_sentences():
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=6)
+    out = logits(model, src, lengths, tgt)
+    for i in range(src.size(0)):
+        s = src[i : i + 1, src.size(1) - lengths[i]:]
+        single = logits(model, s, lengths[i : i + 1], tgt[i : i + 1])
+        assert (single - out[i : i + 1]).abs().max() < 1e-10
+
+
+def test_incremental_equals_full_after_reorder():
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=7)
+    enc = model.encoder(src, lengths)
+    full = model.decoder(tgt, enc)[0]
+    order = torch.tensor([2, 0, 0])
+    state, steps = {}, []
+    for t in range(tgt.size(1)):
+        if t == 3:
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            enc = model.encoder.reorder_encoder_out(enc, order)
+            full, tgt = full.index_select(0, order), tgt.index_select(0, order)
+            steps = [s.index_select(0, order) for s in steps]
+        steps.append(model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[0][:, -1])
+    # fairseq's MultiheadAttention takes its incremental softmax in float32, hence 1e-6 and not 1e-12
+    assert (full - torch.stack(steps, 1)).abs().max() < 1e-6
+
+
+def test_alignment_flows_are_distributions_over_real_source_tokens():
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=8)
+    _, extra = model(src, lengths, tgt, return_all_attn=True)
+    assert set(extra["flows"]) == {"cc", "ca", "ac", "aa"}
+    assert len(extra["flows"]["cc"]) == TINY["decoder_conv_layers"] and len(extra["flows"]["aa"]) == TINY["decoder_san_layers"]
+    for flow in extra["flows"].values():
+        for a in flow:
+            assert a.shape == (3, tgt.size(1), src.size(1))
+            assert torch.allclose(a.sum(-1), torch.ones_like(a.sum(-1)))
+            assert a[0, :, :3].abs().max() == 0  # padded source positions get no attention

@@ -1,0 +1,293 @@
+"""genCNN (fairseq_local/modules/gencnn_layers.py, fairseq_local/models/gencnn.py).
+
+The vectorised model is checked against a literal, window-by-window reference of Eq. 3-5 and of
+the βCNN recursion (Section 3.3) written plainly below with Python loops and lists.
+"""
+import struct
+
+import pytest
+import torch
+
+import fairseq_local  # noqa: F401
+from fairseq.data import Dictionary
+from fairseq_local.models.gencnn import GenCNNConfig, GenCNNDecoder, GenCNNLanguageModel, load_word2vec
+from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, parse_layers
+
+L_ALPHA, L_BETA, E = 9, 6, 5
+ALPHA = [(3, 4, 3), (2, 3, 2)]  # window 10 -> conv 8 -> gate 4 -> conv 3 -> gate 2 (1 passes through)
+BETA = [(3, 4, 0), (2, 3, 0)]  # window 7 -> conv 5 -> gate 3 (1 passes) -> conv 2 -> gate 1
+
+
+# ------------------------------------------------------------------------------------------
+# the plain reference: one window at a time, one location at a time
+# ------------------------------------------------------------------------------------------
+def ref_unit(stack, window):
+    """Eq. 3-5 for one window given as a list of vectors (slot first), then the FC layer."""
+    w, H = stack.w, list(window)
+    for li, s in enumerate(stack.shapes):
+        k = s.kernel
+
+        def segment(start, width, channels):  # ẑ: concatenation of lower-layer vectors
+            return torch.cat([H[start + q][:channels] for q in range(width)])
+
+        Z = []
+        for i in range(s.n_conv):
+            maps = []
+            if s.n_tf:  # Eq. 3: shared weights
+                maps.append(stack.act(w[f"conv_tf_w{li}"].reshape(s.n_tf, -1) @ segment(i, k, s.c_tf)
+                                      + w[f"conv_tf_b{li}"]))
+            if s.n_ta:  # Eq. 4: weights of location i
+                maps.append(stack.act(w[f"conv_ta_w{li}"][i].reshape(s.n_ta, -1) @ segment(i, k, s.c_ta)
+                                      + w[f"conv_ta_b{li}"][i]))
+            Z.append(torch.cat(maps))
+        out = [Z[0]] if s.offset else []  # odd count: the oldest location passes through
+        for j in range(s.n_pairs):
+            a = s.offset + 2 * j  # the pair (2j-1, 2j) of the paper, 0-based
+            gates = []
+            if s.n_tf:
+                gates.append(torch.sigmoid(w[f"gate_tf_w{li}"].reshape(s.n_tf, -1) @ segment(a, k + 1, s.c_tf)
+                                           + w[f"gate_tf_b{li}"]))
+            if s.n_ta:
+                gates.append(torch.sigmoid(w[f"gate_ta_w{li}"][j].reshape(s.n_ta, -1) @ segment(a, k + 1, s.c_ta)
+                                           + w[f"gate_ta_b{li}"][j]))
+            g = torch.cat(gates)
+            out.append(g * Z[a] + (1 - g) * Z[a + 1])  # Eq. 5
+        H = out
+    return stack.out_act(stack.fc(torch.cat(H)))
+
+
+def ref_body(body, emb, nonpad):
+    """genCNN on one sentence emb (T, E): αCNN at each t, βCNN recursion written as recursion."""
+    T = emb.shape[0]
+    La, Lb = body.L_alpha, body.L_beta
+    zero = emb.new_zeros(emb.shape[1])
+
+    def word(p):
+        return emb[p] if p >= 0 else zero
+
+    def S(e):  # βCNN summary of the history ending at e; the switch gives "/" when there is none
+        if e < 0 or not bool(nonpad[: e + 1].any()):
+            return zero
+        return ref_unit(body.beta, [S(e - Lb)] + [word(p) for p in range(e - Lb + 1, e + 1)])
+
+    feats = []
+    for t in range(T):
+        slot = S(t - La) if body.use_beta else zero
+        feats.append(ref_unit(body.alpha, [slot] + [word(p) for p in range(t - La + 1, t + 1)]))
+    return torch.stack(feats)
+
+
+def make_body(tf_input="tf", alpha=ALPHA, beta=BETA, seed=0):
+    torch.manual_seed(seed)
+    return GenCNNBody(E, L_ALPHA, alpha, 7, L_beta=L_BETA, beta_layers=beta, tf_input=tf_input,
+                      init_range=0.4).double()
+
+
+VARIANTS = {
+    "both": (ALPHA, BETA),
+    "time_flow_only": ([(3, 7, 0), (2, 5, 0)], BETA),
+    "time_arrow_only": ([(3, 0, 7), (2, 0, 5)], BETA),
+    "alpha_only": (ALPHA, None),
+}
+
+
+@pytest.mark.parametrize("tf_input", ["tf", "all"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_vectorised_forward_equals_window_by_window_reference(tf_input, variant):
+    if variant == "time_arrow_only" and tf_input == "tf":
+        tf_input = "tf"  # nothing TIME-FLOW to read: both settings coincide
+    body = make_body(tf_input, *VARIANTS[variant])
+    # shorter than L_α, = L_α, between, = L_α + L_β, longer, and long enough for 3 βCNN levels
+    for T in (4, L_ALPHA, 12, L_ALPHA + L_BETA, L_ALPHA + L_BETA + 1, L_ALPHA + 3 * L_BETA + 2):
+        emb = torch.randn(2, T, E, dtype=torch.float64)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        nonpad[1, :3] = False  # a left-padded row: pads are zero vectors, the switch stays off
+        emb[1, :3] = 0
+        out, S = body(emb, nonpad)
+        assert out.shape == (2, T, 7) and S.shape == (2, max(T - L_ALPHA, 0), E)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12)
+
+
+def test_forward_windows_equals_forward_sequence():
+    stack = make_body().alpha
+    seq = torch.randn(3, 16, E, dtype=torch.float64)
+    R = 16 - stack.window + 1
+    slot = torch.randn(3, R, E, dtype=torch.float64)
+    windows = seq.unfold(1, stack.window, 1).transpose(2, 3).clone()
+    windows[:, :, 0] = slot
+    expected = stack.forward_windows(windows.reshape(-1, stack.window, E)).reshape(3, R, -1)
+    torch.testing.assert_close(stack.forward_sequence(seq, slot), expected, rtol=0, atol=1e-12)
+    # a sub-range of windows with the shared first layer computed once
+    pre = stack.precompute(seq)
+    torch.testing.assert_close(stack.forward_sequence(seq, slot[:, 2:5], 2, 5, pre), expected[:, 2:5],
+                               rtol=0, atol=1e-12)
+
+
+def test_time_arrow_is_location_dependent_time_flow_is_not():
+    torch.manual_seed(0)
+    stack = GatedConvStack(12, E, [(3, 4, 3)], 6, init_range=0.4).double()
+    X = torch.randn(1, 12, E, dtype=torch.float64)
+    shifted = torch.roll(X, 2, dims=1)  # every segment moves two positions = one gating pair later
+    H, H2 = stack._layer_windows(0, X), stack._layer_windows(0, shifted)
+    # TIME-FLOW maps (shared weights and shared gates) just move with the input ...
+    torch.testing.assert_close(H2[:, 2:, :4], H[:, 1:-1, :4], rtol=0, atol=1e-12)
+    # ... TIME-ARROW maps (weights per location) do not
+    assert (H2[:, 2:, 4:] - H[:, 1:-1, 4:]).abs().max() > 1e-3
+    # permuting TIME-ARROW's per-location weights changes the output
+    out = stack.forward_windows(X)
+    with torch.no_grad():
+        w = stack.w["conv_ta_w0"]
+        w.copy_(w[torch.randperm(w.shape[0], generator=torch.Generator().manual_seed(1))])
+    assert (stack.forward_windows(X) - out).abs().max() > 1e-4
+
+
+# ------------------------------------------------------------------------------------------
+# the fairseq decoder
+# ------------------------------------------------------------------------------------------
+def make_dict(n=20):
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def make_decoder(**overrides):
+    cfg = GenCNNConfig(decoder_embed_dim=E, alpha_length=L_ALPHA, beta_length=L_BETA,
+                       alpha_layers="(3,4,3),(2,3,2)", beta_layers="(3,4,0),(2,3,0)", fc_dim=8,
+                       init_range=0.3)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    torch.manual_seed(0)
+    return GenCNNDecoder(cfg, make_dict()).double().eval()
+
+
+def random_tokens(d_size=24, B=3, T=L_ALPHA + 2 * L_BETA + 3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, d_size, (B, T), generator=g)
+
+
+def test_decoder_equals_reference_and_pads_are_zero():
+    dec = make_decoder()
+    tokens = random_tokens()
+    tokens[1, :2] = dec.padding_idx
+    logits, _ = dec(tokens)
+    for b in range(3):
+        emb = dec.embed_tokens(tokens[b]) * tokens[b].ne(dec.padding_idx)[:, None]
+        feats = ref_body(dec.body, emb, tokens[b].ne(dec.padding_idx))
+        torch.testing.assert_close(logits[b], dec.output_projection(feats), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"no_beta": True}, {"alpha_map_kinds": "time_arrow"}])
+def test_incremental_equals_full_with_reorder(overrides):
+    dec = make_decoder(**overrides)
+    tokens = random_tokens()
+    full, _ = dec(tokens)
+    state = {}
+    order = torch.tensor([2, 0, 1])
+    steps = []
+    for t in range(tokens.shape[1]):
+        out, _ = dec(tokens[:, : t + 1], incremental_state=state)
+        steps.append(out)
+        if t == L_ALPHA + L_BETA:  # beam-like reordering mid-sentence
+            dec.reorder_incremental_state(state, order)
+            tokens = tokens[order]
+            full = full[order]
+            steps = [s[order] for s in steps]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-10)
+    # a first call with a long prefix builds the same state as stepping through it
+    state2 = {}
+    dec(tokens[:, :-1], incremental_state=state2)
+    last, _ = dec(tokens, incremental_state=state2)
+    torch.testing.assert_close(last, full[:, -1:], rtol=0, atol=1e-10)
+
+
+def test_causality():
+    dec = make_decoder()
+    tokens = random_tokens(B=1)
+    base, _ = dec(tokens)
+    for t in (0, 5, L_ALPHA + 3, tokens.shape[1] - 2):
+        changed = tokens.clone()
+        changed[0, t + 1] = 4 + (changed[0, t + 1] - 3) % 20
+        out, _ = dec(changed)
+        torch.testing.assert_close(out[:, : t + 1], base[:, : t + 1], rtol=0, atol=0)
+        assert (out[:, t + 1] - base[:, t + 1]).abs().max() > 0
+
+
+def test_beta_parameters_matter_only_beyond_alpha_window():
+    dec = make_decoder()
+    tokens = random_tokens(B=2)
+    base, _ = dec(tokens)
+    with torch.no_grad():
+        for p in dec.body.beta.parameters():
+            p.add_(torch.randn_like(p))
+    out, _ = dec(tokens)
+    # history of position t is t + 1 words: up to L_α words, the model is αCNN alone
+    torch.testing.assert_close(out[:, :L_ALPHA], base[:, :L_ALPHA], rtol=0, atol=0)
+    assert (out[:, L_ALPHA:] - base[:, L_ALPHA:]).abs().amax(-1).min() > 0
+
+
+def test_variants_have_the_right_parameters():
+    names = lambda dec: {n.split(".")[-1] for n, _ in dec.body.alpha.named_parameters()}  # noqa: E731
+    assert not any(n.startswith("conv_ta") for n in names(make_decoder(alpha_map_kinds="time_flow")))
+    assert not any(n.startswith("conv_tf") for n in names(make_decoder(alpha_map_kinds="time_arrow")))
+    assert make_decoder(no_beta=True).body.beta is None
+    dec = make_decoder(alpha_map_kinds="time_arrow")
+    assert dec.body.alpha.shapes[0].n_ta == 7 and dec.body.alpha.shapes[1].n_ta == 5
+
+
+def test_adaptive_softmax_option():
+    dec = make_decoder(adaptive_softmax_cutoff="8,16")
+    tokens = random_tokens()
+    out = dec(tokens)
+    lprobs = dec.get_normalized_probs(out, log_probs=True)
+    assert lprobs.shape == (3, tokens.shape[1], len(dec.dictionary))
+    torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(3, tokens.shape[1], dtype=torch.float64))
+
+
+def test_seeded_sampling_is_reproducible():
+    from fairseq.sequence_generator import SequenceGenerator
+
+    d = make_dict()
+    dec = make_decoder()
+    model = GenCNNLanguageModel(dec).eval()
+    gen = SequenceGenerator([model], d, beam_size=3, max_len_b=25, sampling=True, sampling_topk=8,
+                            temperature=1.2)
+    src = torch.full((2, 1), d.eos())
+    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.ones(2, dtype=torch.long)}}
+
+    def run(seed):
+        torch.manual_seed(seed)
+        hyps = gen.generate([model], sample)
+        return [[h["tokens"].tolist() for h in beam] for beam in hyps]
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+def test_word2vec_initialisation(tmp_path):
+    d = make_dict()
+    text = tmp_path / "vec.txt"
+    text.write_text("2 5\nw3 1 2 3 4 5\nunseen 0 0 0 0 0\n", encoding="utf-8")
+    dec = make_decoder()
+    assert load_word2vec(str(text), d, dec.embed_tokens) == 1
+    assert dec.embed_tokens.weight[d.index("w3")].tolist() == [1, 2, 3, 4, 5]
+    binary = tmp_path / "vec.bin"
+    binary.write_bytes(b"1 5\nw4 " + struct.pack("<5f", 5, 4, 3, 2, 1) + b"\n")
+    assert load_word2vec(str(binary), d, dec.embed_tokens) == 1
+    assert dec.embed_tokens.weight[d.index("w4")].tolist() == [5, 4, 3, 2, 1]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("w3 1 2 3 4 5\nw4 1 2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.txt:2: expected a word and 5 numbers"):
+        load_word2vec(str(bad), d, dec.embed_tokens)
+    with pytest.raises(ValueError, match=r"vec.txt:1: vectors have dimension 5 but --decoder-embed-dim is 4"):
+        load_word2vec(str(text), d, torch.nn.Embedding(len(d), 4))
+
+
+def test_bad_configurations_fail_clearly():
+    with pytest.raises(ValueError, match="bad layer spec"):
+        parse_layers("(3,4)")
+    with pytest.raises(ValueError, match="too short"):
+        GenCNNBody(E, 3, [(3, 4, 4), (3, 4, 4)], 4)
+    with pytest.raises(ValueError, match="TIME-FLOW only"):
+        make_decoder(beta_layers="(3,4,2),(2,3,0)")

@@ -1,0 +1,215 @@
+"""Lattice data path: format, validation errors, merging, builder/preprocess scripts, dataset, task."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_local.data.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
+from fairseq_local.data.lattice_dataset import collate_lattices, load_lattice_dataset
+
+REPO = Path(__file__).resolve().parent.parent
+FIG1 = "下雨天地面积水"
+# Figure 1 of Su et al. 2017 (c1..c7 = 下雨天地面积水): CTB, PKU and MSR tokenizations
+CTB, PKU, MSR = ["下雨天", "地面", "积水"], ["下", "雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_figure1_merge():
+    lat = merge_tokenizations(FIG1, [CTB, PKU, MSR])
+    assert lat.edges == ((0, 1), (0, 3), (1, 3), (3, 4), (3, 5), (4, 6), (5, 7), (6, 7))
+    assert lat.path == (0, 3, 5, 7)  # the first tokenization (CTB) is the primary path
+    assert lat.words() == ["下", "下雨天", "雨天", "地", "地面", "面积", "积水", "水"]
+    assert [e for e in lat.edges if e[1] == 3] == [(0, 3), (1, 3)]  # the two edges into v_3 (paper text)
+    assert lat.nodes() == [0, 1, 3, 4, 5, 6, 7]
+    assert Lattice.from_line(lat.to_line()) == lat
+
+
+def test_chain_is_a_lattice_and_default_path():
+    chain = Lattice.chain(["我们", "的", "被告人"])
+    assert chain.edges == ((0, 2), (2, 3), (3, 6)) and chain.path_words() == ["我们", "的", "被告人"]
+    lat = Lattice.from_line("下 雨 天\t0:1 0:3 1:3")  # no primary path: longest edge from each node
+    assert lat.path == (0, 3)
+
+
+@pytest.mark.parametrize("line,message", [
+    ("下 雨 天\t0:1 1:4", "edge 1:4 out of range"),
+    ("下 雨 天\t0:1 1:1 1:3", "edge 1:1 has i >= j"),
+    ("下 雨 天\t0:2 2:1 0:3", "edge 2:1 has i >= j"),
+    ("下 雨 天\t0:3 1:3", "node 1 is unreachable from node 0"),
+    ("下 雨 天\t0:1 0:3", "node 1 does not reach the end node 3"),
+    ("下 雨 天\t0:1 1:2", "node 3 is unreachable from node 0"),
+    ("   ", "empty line"),
+    ("下 雨 天\t0-1 1:3", "malformed edge '0-1'"),
+    ("下 雨 天\t0:3 0:3", "duplicate edge 0:3"),
+    ("下 雨 天\t0:1 1:3\t0 2 3", "primary path 0 2 3 is not a path"),
+    ("下雨 天\t0:1", "single non-space characters"),
+])
+def test_malformed_lattice_lines_name_file_and_line(tmp_path, line, message):
+    path = tmp_path / "bad.lat"
+    path.write_text("下 雨 天\t0:3\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(LatticeError) as err:
+        read_lattices(str(path))
+    text = str(err.value)
+    assert text.startswith(f"{path}:2: ") and message in text and "\n" not in text
+
+
+def test_tokenization_mismatch():
+    with pytest.raises(LatticeError, match=r"^x:3: tokenization does not match its sentence at character 2"):
+        merge_tokenizations(FIG1, [CTB, ["下", "雪天", "地面", "积水"]], where="x:3")
+    with pytest.raises(LatticeError, match="covers 5 of the sentence's 7 characters"):
+        merge_tokenizations(FIG1, [["下雨天", "地面"]])
+
+
+def test_build_lattices_merge_mode_and_errors(tmp_path, capsys):
+    build = _script("build_lattices")
+    files = []
+    for name, toks in (("ctb", CTB), ("pku", PKU), ("msr", MSR)):
+        p = tmp_path / f"t.{name}"
+        p.write_text(" ".join(toks) + "\n我们 的\n", encoding="utf-8")
+        files.append(str(p))
+    out = tmp_path / "t.lat"
+    assert build.main(["--merge", *files, "--output", str(out)]) == 0
+    lats = read_lattices(str(out))
+    assert lats[0] == merge_tokenizations(FIG1, [CTB, PKU, MSR]) and lats[1].edges == ((0, 2), (2, 3))
+
+    Path(files[1]).write_text(" ".join(PKU) + "\n我 们 地\n", encoding="utf-8")  # line 2 does not match
+    out2 = tmp_path / "t2.lat"
+    assert build.main(["--merge", *files, "--output", str(out2)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{files[1]}:2: tokenization does not match" in err and not out2.exists()
+
+    Path(files[2]).write_text(" ".join(MSR) + "\n", encoding="utf-8")
+    assert build.main(["--merge", *files, "--output", str(out2)]) == 1
+    assert "line counts differ" in capsys.readouterr().err and not out2.exists()
+
+    raw = tmp_path / "raw.zh"
+    raw.write_text(FIG1 + "\n\n", encoding="utf-8")
+    assert build.main(["--input", str(raw), "--segmenters", "jieba,nosuch", "--output", str(out2)]) == 1
+    assert "unknown segmenter 'nosuch'" in capsys.readouterr().err and not out2.exists()
+    assert build.main(["--input", str(raw), "--segmenters", "char", "--output", str(out2)]) == 1
+    assert f"{raw}:2: empty line" in capsys.readouterr().err and not out2.exists()
+
+
+def test_build_lattices_with_real_segmenters(tmp_path):
+    pytest.importorskip("jieba"), pytest.importorskip("thulac"), pytest.importorskip("snownlp")
+    build = _script("build_lattices")
+    raw = tmp_path / "raw.zh"
+    raw.write_text("我们的两个被告人在法庭上表示不服。\n他下雨天不出门。\n", encoding="utf-8")
+    out = tmp_path / "raw.lat"
+    assert build.main(["--input", str(raw), "--output", str(out), "--segmenters", "jieba,thulac,snownlp",
+                       "--workers", "2"]) == 0
+    lats = read_lattices(str(out))
+    assert len(lats) == 2 and "".join(lats[0].chars) == "我们的两个被告人在法庭上表示不服。"
+    # thulac and snownlp split 两个 / 不服 where jieba does not: the lattice holds both
+    words = set(lats[0].words())
+    assert {"两个", "两", "个", "被告人", "不服", "不", "服"} <= words
+    assert lats[0].path_words()[:4] == ["我们", "的", "两个", "被告人"]  # jieba's is the primary path
+
+
+def _write_corpus(d: Path, n_tgt_lines=None):
+    lines = [merge_tokenizations(FIG1, [CTB, PKU, MSR]).to_line(), Lattice.chain(["我们", "的", "被告人"]).to_line(),
+             merge_tokenizations("他说不服", [["他说", "不服"], ["他", "说", "不", "服"]]).to_line()]
+    tgts = ["rainy days the ground is wet", "our defendant", "he said he did not accept"]
+    for split in ("train", "valid"):
+        (d / f"{split}.zh").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        (d / f"{split}.en").write_text("".join(x + "\n" for x in tgts[:n_tgt_lines]), encoding="utf-8")
+    return lines
+
+
+def _preprocess(raw: Path, dest: Path):
+    return _script("preprocess_lattices").main([
+        "--source-lang", "zh", "--target-lang", "en", "--trainpref", str(raw / "train"),
+        "--validpref", str(raw / "valid"), "--destdir", str(dest), "--workers", "1"])
+
+
+def test_preprocess_roundtrip_and_collater(tmp_path):
+    from fairseq.data import Dictionary
+
+    lines = _write_corpus(tmp_path)
+    dest = tmp_path / "bin"
+    assert _preprocess(tmp_path, dest) == 0
+    assert not [p for p in dest.iterdir() if p.name.startswith(".")]  # temp dir removed
+    src_dict = Dictionary.load(str(dest / "dict.zh.txt"))
+    ds = load_lattice_dataset(str(dest / "valid.zh-en.zh"))
+    assert list(ds.sizes) == [7, 6, 4]
+    for k, line in enumerate(lines):
+        lat = Lattice.from_line(line)
+        n, s, e, w, p = unpack(ds[k].numpy())
+        assert n == lat.n_chars and list(zip(s, e)) == list(lat.edges)
+        assert [src_dict[i] for i in w] == lat.words()  # every edge word is in the dictionary
+        assert list(p) == lat.path_edge_indices()
+    # the target side is what fairseq-preprocess writes
+    from fairseq.data import data_utils
+    tgt_dict = Dictionary.load(str(dest / "dict.en.txt"))
+    tgt = data_utils.load_indexed_dataset(str(dest / "valid.zh-en.en"), tgt_dict)
+    assert tgt_dict.string(tgt[1]) == "our defendant"
+
+    batch = collate_lattices([ds[0], ds[2]], src_dict.pad(), left_pad=True)
+    idx = src_dict.index
+    assert batch["lat_in_words"].shape == (2, 8, 2)
+    assert batch["lat_in_words"][0, 3].tolist() == [idx("下雨天"), idx("雨天")]
+    assert batch["lat_in_prev"][0, 3].tolist() == [0, 1]
+    assert batch["lat_in_mask"][0, 1].tolist() == [True, False]
+    assert not batch["lat_in_mask"][0, 2].any() and not batch["lat_in_mask"][1, 5:].any()
+    assert batch["lat_out_words"][0, 0].tolist() == [idx("下"), idx("下雨天")]
+    assert batch["lat_out_next"][0, 3].tolist() == [4, 5]
+    assert batch["src_tokens"][1].tolist() == [src_dict.pad()] + [idx(w) for w in ["他说", "不服"]]
+    assert batch["src_lengths"].tolist() == [3, 2]
+    one_best = collate_lattices([ds[0]], src_dict.pad(), one_best=True)
+    assert one_best["lat_in_mask"].sum() == 3 and one_best["lat_in_words"][0, 5, 0] == idx("地面")
+
+
+def test_preprocess_line_count_mismatch_writes_nothing(tmp_path, capsys):
+    _write_corpus(tmp_path, n_tgt_lines=2)
+    dest = tmp_path / "bin"
+    assert _preprocess(tmp_path, dest) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'train.zh'} has 3 lines, {tmp_path / 'train.en'} has 2" in err
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+def test_preprocess_malformed_lattice_names_line(tmp_path, capsys):
+    _write_corpus(tmp_path)
+    with open(tmp_path / "valid.zh", "a", encoding="utf-8") as f:
+        f.write("下 雨\t0:1 1:3\n")
+    (tmp_path / "valid.en").write_text("a\nb\nc\nd\n")
+    assert _preprocess(tmp_path, tmp_path / "bin") == 1
+    assert f"{tmp_path / 'valid.zh'}:4: edge 1:3 out of range" in capsys.readouterr().err
+    assert not (tmp_path / "bin").exists() or not any((tmp_path / "bin").iterdir())
+
+
+def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
+    from fairseq import tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq import options
+
+    _write_corpus(tmp_path)
+    dest = tmp_path / "bin"
+    assert _preprocess(tmp_path, dest) == 0
+    parser = options.get_interactive_generation_parser()
+    args = options.parse_args_and_arch(parser, [str(dest), "--task", "lattice_translation", "--source-lang", "zh",
+                                                "--target-lang", "en", "--lattice-segmenters", "char,jieba",
+                                                "--path", "unused.pt"])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    toks, lengths = task.get_interactive_tokens_and_lengths(["下雨天地面积水", "他说不服"], lambda x: x)
+    assert lengths == [7, 4]
+    ds = task.build_dataset_for_inference(toks, lengths)
+    batch = ds.collater([ds[0], ds[1]])
+    n, s, e, w, p = unpack(toks[0].numpy())
+    assert (0, 1) in zip(s, e) and len(p) == 7  # char segmenter first: primary path = characters
+    assert batch["net_input"]["lat_in_mask"].shape[:2] == (2, 8) and "target" not in batch
+    with pytest.raises(LatticeError, match="input line 1: empty line"):
+        task.get_interactive_tokens_and_lengths(["  "], lambda x: x)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

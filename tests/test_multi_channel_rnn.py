@@ -1,0 +1,147 @@
+"""MC-RNN layer (Xu et al. 2019, Eq. 1-6) against a literal loop-by-loop reference, plus the
+m_t^k table, the k = 1 reduction, incremental/reorder behaviour and option errors."""
+import pytest
+import torch
+
+from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer, channel_in_degree
+
+DT = torch.float64
+
+
+def _randomise(layer, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.rand(p.shape, generator=g, dtype=DT) * 0.8 - 0.4)
+    return layer
+
+
+def reference(layer, xs):
+    """Eq. 1-6 written plainly for ONE unpadded sentence xs[T, I]; returns outputs [T, H] and
+    channel weights [T, k].  Loops over t, channels and j; 1-based t as in the paper."""
+    K, H = layer.channels, layer.hidden_size
+    n = K + 1
+    W = [layer.block_weight[j] for j in range(K)]  # W[j-1] = W_j
+    h = {k: {} for k in range(1, K + 1)}  # h[k][t]
+    c = {k: {} for k in range(1, K + 1)}
+    zero = torch.zeros(H, dtype=DT)
+    outs, alphas = [], []
+    for t in range(1, xs.size(0) + 1):
+        x = xs[t - 1]
+        hk_t = []
+        for k in range(1, K + 1):
+            m = (t - k - 1) % (n - 1) + 1  # Eq. 1
+            s = sum(W[j - 1] @ h[k].get(t - j, zero) for j in range(1, m + 1)) / m  # Eq. 2
+            gi = layer.weight_ih @ x + layer.bias_ih
+            gh = layer.weight_hh @ s + layer.bias_hh
+            if layer.cell == "lstm":  # Eq. 3 with an LSTM cell
+                i, f, g, o = gi.add(gh).chunk(4)
+                if layer.cell_memory == "chain":
+                    c_prev = c[k].get(t - 1, zero)
+                else:
+                    c_prev = sum(c[k].get(t - j, zero) for j in range(1, m + 1)) / m
+                c[k][t] = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
+                h[k][t] = torch.sigmoid(o) * torch.tanh(c[k][t])
+            elif layer.cell == "gru":
+                ir, iz, inn = gi.chunk(3)
+                hr, hz, hn = gh.chunk(3)
+                r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+                h[k][t] = (1 - z) * torch.tanh(inn + r * hn) + z * s
+            else:
+                h[k][t] = torch.tanh(gi + gh)
+            hk_t.append(h[k][t])
+        V = torch.cat([layer.att_v_h, layer.att_v_x], dim=1)  # V [h; x]
+        e = torch.stack([layer.att_r @ torch.tanh(V @ torch.cat([hk, x])) for hk in hk_t])  # Eq. 6
+        a = torch.exp(e) / torch.exp(e).sum()  # Eq. 5
+        outs.append(sum(a[k] * hk_t[k] for k in range(K)))  # Eq. 4
+        alphas.append(a)
+    return torch.stack(outs), torch.stack(alphas)
+
+
+def test_in_degree_table_n4():
+    # hand-written from Eq. 1 with n = 4 (k = 3 channels), t = 1..7; rows are channels 1..3
+    table = torch.tensor([[3, 1, 2, 3, 1, 2, 3],
+                          [2, 3, 1, 2, 3, 1, 2],
+                          [1, 2, 3, 1, 2, 3, 1]])
+    got = channel_in_degree(torch.arange(1, 8), 3).t()
+    assert torch.equal(got, table)
+    # Figure 2: at the step where channels 1/2/3 see 4/3/2-word patterns, m = 3/2/1
+    assert channel_in_degree(torch.tensor([4]), 3).tolist() == [[3, 2, 1]]
+
+
+@pytest.mark.parametrize("cell,k,memory", [("lstm", 1, "chain"), ("lstm", 2, "chain"), ("lstm", 3, "chain"),
+                                           ("lstm", 4, "block_mean"), ("lstm", 3, "block_mean"),
+                                           ("gru", 3, "chain"), ("rnn", 2, "chain")])
+def test_fast_layer_equals_literal_reference(cell, k, memory):
+    layer = _randomise(MultiChannelRNNLayer(3, 4, k, cell=cell, cell_memory=memory).to(DT), seed=k)
+    layer.record_attention = True
+    lengths = [7, 5, 2, 6]
+    T, B = max(lengths), len(lengths)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(T, B, 3, generator=g, dtype=DT)
+    mask = torch.ones(T, B, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        mask[T - n:, b] = False  # left padding, as fairseq sources
+    out, state = layer(x, None, mask)
+    for b, n in enumerate(lengths):
+        ref, ref_alpha = reference(layer, x[T - n:, b])
+        torch.testing.assert_close(out[T - n:, b], ref)
+        torch.testing.assert_close(layer.last_attention[T - n:, b], ref_alpha)
+        assert out[:T - n, b].abs().max() == 0 if n < T else True
+    assert state[-1].tolist() == lengths  # positions consumed per sentence
+
+
+def test_k1_reduces_to_rnn_with_recurrent_input_w1():
+    layer = _randomise(MultiChannelRNNLayer(3, 5, 1, cell="lstm").to(DT))
+    cell = torch.nn.LSTMCell(3, 5).to(DT)
+    with torch.no_grad():
+        cell.weight_ih.copy_(layer.weight_ih)
+        cell.bias_ih.copy_(layer.bias_ih)
+        cell.weight_hh.copy_(layer.weight_hh @ layer.block_weight[0])  # recurrent input W_1 h_{t-1}
+        cell.bias_hh.copy_(layer.bias_hh)
+    x = torch.randn(6, 2, 3, dtype=DT)
+    out, _ = layer(x)
+    h = c = torch.zeros(2, 5, dtype=DT)
+    for t in range(6):
+        h, c = cell(x[t], (h, c))
+        torch.testing.assert_close(out[t], h)  # one channel: attention weight 1
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_incremental_and_reorder(cell):
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 3, cell=cell, cell_memory="block_mean").to(DT))
+    x = torch.randn(8, 3, 3, dtype=DT)
+    h0 = torch.randn(3, 4, dtype=DT)
+    full, _ = layer(x, layer.state_from_hidden(h0))
+    state = layer.state_from_hidden(h0)
+    steps = []
+    for t in range(8):
+        o, state = layer(x[t:t + 1], state)
+        steps.append(o)
+        assert state[0].shape == (3, 3, 3, 4)  # last n-1 hidden states of every channel
+    torch.testing.assert_close(torch.cat(steps), full)
+    state = layer.state_from_hidden(h0)
+    _, state = layer(x[:4], state)
+    order = torch.tensor([1, 1, 0])
+    state = layer.reorder_state(state, order)
+    rest, _ = layer(x[4:].index_select(1, order), state)
+    full_r, _ = layer(x.index_select(1, order), layer.state_from_hidden(h0.index_select(0, order)))
+    torch.testing.assert_close(rest, full_r[4:])
+
+
+def test_gradients_reach_every_parameter():
+    layer = MultiChannelRNNLayer(3, 4, 2, dropconnect=0.3).to(DT)
+    out, _ = layer(torch.randn(5, 2, 3, dtype=DT))
+    out.sum().backward()
+    for name, p in layer.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("kwargs,option", [({"channels": 0}, "--mc-channels"), ({"channels": -2}, "--mc-channels"),
+                                           ({"cell": "lstn"}, "--cell"), ({"cell_memory": "avg"}, "--mc-cell-memory"),
+                                           ({"dropconnect": 1.0}, "--weight-dropout")])
+def test_impossible_options_name_the_option(kwargs, option):
+    args = dict(input_size=3, hidden_size=4, channels=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=option):
+        MultiChannelRNNLayer(**args)

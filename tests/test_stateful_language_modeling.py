@@ -1,0 +1,148 @@
+"""Stateful truncated-BPTT LM task: windows, state carried across batches == whole stream at once,
+fairseq-eval-lm perplexity == the same number, ensembles keep one state per model."""
+import math
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fairseq_local  # noqa: F401
+from contract_lib import REPO, make_lm_data, seed_all
+from fairseq import checkpoint_utils, options, tasks, utils
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
+from fairseq_local.tasks.stateful_language_modeling import BPTTState
+
+sys.path.insert(0, str(REPO / "scripts" / "analysis"))
+import parallel_cells_ensemble as ensemble_cli  # noqa: E402
+
+USER_DIR = str(fairseq_local.__path__[0])
+TINY = ["--decoder-embed-dim", "6", "--decoder-hidden-size", "6", "--wide", "3", "--decoder-layers", "2",
+        "--init-scale", "0.8"]  # large weights: the carried state matters
+
+
+def test_windows_are_contiguous_rows_of_the_stream():
+    stream = torch.arange(3 * 10 + 2)  # 2 tokens trimmed
+    ds = StatefulBPTTDataset(stream, bsz=3, bptt=4, pad=1, name="x")
+    assert len(ds) == 3 and list(ds.sizes) == [4, 4, 1]  # rows of 10 -> 9 predictions per row
+    srcs, tgts = zip(*[ds[i][1:] for i in range(len(ds))])
+    src, tgt = torch.cat(srcs, 1), torch.cat(tgts, 1)
+    rows = stream[:30].view(3, 10)
+    assert torch.equal(src, rows[:, :-1]) and torch.equal(tgt, rows[:, 1:])
+    batch = ds.collater([ds[1]])
+    assert batch["bptt_window"] == 1 and batch["ntokens"] == 12
+    # data parallel: shard s takes rows [s*bsz, (s+1)*bsz) of the global batch
+    shard = ds.rebatch(bsz=1, shard_id=2, num_shards=3)
+    assert torch.equal(shard.rows, rows[2:3])
+    with pytest.raises(ValueError, match="split x: 32 tokens cannot fill 20 streams"):
+        StatefulBPTTDataset(stream, bsz=20, bptt=4, pad=1, name="x")
+
+
+def test_bptt_state_detach_and_per_owner():
+    carry, a, b = BPTTState(), object(), object()
+    w = torch.ones(2, requires_grad=True)
+    carry.set(a, [(w * 2, w * 3)])
+    carry.set(b, [w])
+    carry.detach_()
+    assert not carry.get(a)[0][0].requires_grad and carry.get(b)[0] is not None
+    carry.reset()
+    assert carry.get(a) is None and len(carry) == 0
+
+
+@pytest.fixture(scope="module")
+def lm_data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slm")
+    data_dir, _ = make_lm_data(tmp, n_train=60, n_valid=30)
+    return data_dir
+
+
+def _setup(data_dir, save_dir, extra=()):
+    argv = [str(data_dir), "--user-dir", USER_DIR, "--task", "stateful_language_modeling",
+            "--arch", "parallel_lstm_lm", *TINY, "--tokens-per-sample", "5", "--batch-size", "3",
+            "--optimizer", "sgd", "--lr", "1", "--clip-norm", "5", "--max-update", "4", "--cpu",
+            "--save-dir", str(save_dir), "--no-progress-bar", "--num-workers", "0", "--seed", "1", *extra]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    seed_all(1)
+    model = task.build_model(cfg.model).double()
+    return cfg, task, model, task.build_criterion(cfg.criterion)
+
+
+def _stream_nll(model, dataset):
+    """Sum of -log p over every row of the split, each row run in one pass from a zero state."""
+    rows = dataset.rows
+    with torch.no_grad():
+        logits = model(rows[:, :-1])[0]
+    lprobs = F.log_softmax(logits.double(), dim=-1)
+    return -lprobs.gather(-1, rows[:, 1:].unsqueeze(-1)).sum().item(), rows[:, 1:].numel()
+
+
+def _valid_loss(task, model, criterion):
+    task.load_dataset("valid")
+    itr = task.get_batch_iterator(task.dataset("valid")).next_epoch_itr(shuffle=False)
+    total, ntok = 0.0, 0
+    model.eval()
+    for sample in itr:
+        sample = utils.apply_to_sample(lambda t: t, sample)
+        loss, size, log = task.valid_step(sample, model, criterion)
+        total, ntok = total + log["loss"], ntok + log["ntokens"]
+    return total, ntok  # fairseq's cross_entropy logs the summed nll in base e
+
+
+def test_carried_state_equals_whole_stream(lm_data, tmp_path):
+    cfg, task, model, criterion = _setup(lm_data, tmp_path)
+    total, ntok = _valid_loss(task, model, criterion)
+    ref, ref_n = _stream_nll(model, task.dataset("valid"))
+    assert ntok == ref_n and len(task.dataset("valid")) > 3
+    # fairseq's log_softmax runs in float32, hence the 1e-6 relative tolerance
+    assert abs(total - ref) < 1e-6 * ref, (total, ref)
+    # a second pass starts again from zero state (reset at window 0) and gives the same number
+    assert abs(_valid_loss(task, model, criterion)[0] - ref) < 1e-6 * ref
+    # without carrying the state the numbers differ: the test can fail
+    cfg2, task2, model2, crit2 = _setup(lm_data, tmp_path, ["--no-carry-state"])
+    model2.load_state_dict(model.state_dict())
+    assert abs(_valid_loss(task2, model2, crit2)[0] - ref) > 1e-4 * ref  # 100x the float32 noise
+
+
+def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path):
+    from fairseq import distributed_utils
+    from fairseq_cli import eval_lm
+    from fairseq_cli import train as train_cli
+
+    save = tmp_path / "ckpt"
+    argv = [str(lm_data), "--user-dir", USER_DIR, "--task", "stateful_language_modeling",
+            "--arch", "parallel_lstm_lm", *TINY, "--tokens-per-sample", "5", "--batch-size", "3",
+            "--optimizer", "sgd", "--lr", "1", "--clip-norm", "5", "--max-update", "6", "--cpu", "--save-interval-updates", "3",
+            "--save-dir", str(save), "--no-progress-bar", "--num-workers", "0", "--seed", "1"]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    distributed_utils.call_main(convert_namespace_to_omegaconf(args), train_cli.main)
+    ckpt = str(save / "checkpoint_last.pt")
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([ckpt])
+    model = models[0].eval()
+    task.load_dataset("valid")
+    ref, n = _stream_nll(model, task.dataset("valid"))
+    expected_ppl = math.exp(ref / n)
+
+    def run(path, *extra, ensemble=False):
+        argv = [str(lm_data), "--user-dir", USER_DIR, "--task", "stateful_language_modeling",
+                "--path", path, "--cpu", "--gen-subset", "valid", "--tokens-per-sample", "5",
+                "--batch-size", "3", "--no-progress-bar", "--num-workers", "0", *extra]
+        if ensemble:
+            return ensemble_cli.main(argv)["perplexity"]
+        parsed = options.parse_args_and_arch(options.get_eval_lm_parser(), argv)
+        return eval_lm.main(convert_namespace_to_omegaconf(parsed))["perplexity"]
+
+    ppl = run(ckpt)
+    assert abs(ppl - expected_ppl) < 1e-3 * expected_ppl, (ppl, expected_ppl)
+    # model averaging: a two-member ensemble of the same checkpoint keeps one state per member
+    # (same perplexity); of two different checkpoints, a perplexity of its own
+    assert abs(run(f"{ckpt}:{ckpt}", ensemble=True) - expected_ppl) < 1e-3 * expected_ppl
+    other = str(save / "checkpoint_1_3.pt")
+    mixed = run(f"{ckpt}:{other}", ensemble=True)
+    assert abs(mixed - expected_ppl) > 1e-3 * expected_ppl and abs(mixed - run(other)) > 1e-3 * mixed
+    with pytest.raises(ValueError, match="--context-window"):
+        run(ckpt, "--context-window", "2")
