@@ -7,6 +7,8 @@ on its allow-list.  A fairseq checkpoint pickles a few non-tensor objects beside
 * numpy scalars and arrays (meters and ``best_loss`` logged as numpy values, ``--eval-bleu``
   counts), which pickle through ``numpy.core.multiarray`` reconstruct / scalar and dtype classes,
 * omegaconf containers (Hydra-trained checkpoints and ``cfg`` of distributed resumes),
+* ``fairseq.distributed.utils._TensorPlaceholder``: on a distributed resume rank 0 loads the
+  checkpoint and broadcasts it to the other ranks as a pickle whose tensors are placeholders,
 * a few builtins and ``collections`` types used inside those.
 
 :func:`install` adds exactly these to torch's allow-list (``torch.serialization.add_safe_globals``);
@@ -70,6 +72,13 @@ def _builtin_globals():
     ]
 
 
+def _fairseq_globals():
+    """Resuming across ranks broadcasts the loaded state as a pickle with tensor placeholders."""
+    from fairseq.distributed import utils as dist_utils
+
+    return [dist_utils._TensorPlaceholder]
+
+
 def _enum_globals():
     """fairseq's ChoiceEnum values and a few config enums pickled inside omegaconf configs."""
     out = []
@@ -93,7 +102,8 @@ def install():
     """Register the allow-list with torch and make refusals one readable line.  Idempotent."""
     if SAFE_GLOBALS:
         return SAFE_GLOBALS
-    SAFE_GLOBALS.extend(_builtin_globals() + _numpy_globals() + _omegaconf_globals() + _enum_globals())
+    SAFE_GLOBALS.extend(_builtin_globals() + _numpy_globals() + _omegaconf_globals() + _enum_globals()
+                        + _fairseq_globals())
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
     _wrap_fairseq_loader()
     return SAFE_GLOBALS

@@ -159,6 +159,7 @@ def expected_params(enc, dec, cfg=TINY, vs=len(SRC), vt=len(TGT)):
 
     enc_p, dec_p = enc.split(","), dec.split(",")
     total = vs * d + vt * d + vt * d  # source, target embeddings and the output projection
+    total += 2 * (1024 + 2) * d  # learned positions: 1024 + padding index + 1 rows per side
     if "cnn" in enc_p:
         total += conv_path(cfg["encoder_conv_dim"], cfg["encoder_kernel_size"], cfg["encoder_conv_layers"], 0)
     if "san" in enc_p:

@@ -89,6 +89,8 @@ def test_arch_defaults_and_cli_override():
     assert model.encoder.layers[0].channels == 4 and model.decoder.layers[1].hidden_size == 256
     _, _, args = _build("mc_rnn_gigaword_2", ["--mc-channels", "3", "--mc-cell-memory", "block_mean"])
     assert args.mc_channels == 3 and args.encoder_layers == 4 and args.mc_cell_memory == "block_mean"
+    gates, _, _ = _build("mc_rnn_iwslt_de_en_3", ["--mc-weight-space", "gates"])
+    assert gates.decoder.layers[0].weight_hh is None and gates.decoder.layers[0].block_weight.shape == (3, 1024, 256)
     _, _, args = _build("rnnsearch_iwslt_de_en_large")
     assert args.encoder_hidden_size == 286 and args.dropout == 0.2
     lm, _, args = _build("mc_rnn_lm_ptb", task="language_modeling")
@@ -101,6 +103,7 @@ def test_arch_defaults_and_cli_override():
     ("mc_rnn_iwslt_de_en_3", ["--cell", "lstn"], "--cell"),
     ("mc_rnn_iwslt_de_en_3", ["--mc-cell-memory", "mean"], "--mc-cell-memory"),
     ("mc_rnn_lm_ptb", ["--mc-channels", "-1"], "--mc-channels"),
+    ("mc_rnn_gigaword_3", ["--mc-weight-space", "gate"], "--mc-weight-space"),
 ])
 def test_models_reject_impossible_options(arch, extra, option):
     task = "language_modeling" if "lm" in arch else "translation"

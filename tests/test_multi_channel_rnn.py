@@ -33,7 +33,11 @@ def reference(layer, xs):
             m = (t - k - 1) % (n - 1) + 1  # Eq. 1
             s = sum(W[j - 1] @ h[k].get(t - j, zero) for j in range(1, m + 1)) / m  # Eq. 2
             gi = layer.weight_ih @ x + layer.bias_ih
-            gh = layer.weight_hh @ s + layer.bias_hh
+            if layer.weight_space == "hidden":
+                gh = layer.weight_hh @ s + layer.bias_hh
+            else:  # W_j already in gate space; the GRU interpolates with the block mean
+                gh = s + layer.bias_hh
+                s = sum(h[k].get(t - j, zero) for j in range(1, m + 1)) / m
             if layer.cell == "lstm":  # Eq. 3 with an LSTM cell
                 i, f, g, o = gi.add(gh).chunk(4)
                 if layer.cell_memory == "chain":
@@ -69,11 +73,13 @@ def test_in_degree_table_n4():
     assert channel_in_degree(torch.tensor([4]), 3).tolist() == [[3, 2, 1]]
 
 
-@pytest.mark.parametrize("cell,k,memory", [("lstm", 1, "chain"), ("lstm", 2, "chain"), ("lstm", 3, "chain"),
-                                           ("lstm", 4, "block_mean"), ("lstm", 3, "block_mean"),
-                                           ("gru", 3, "chain"), ("rnn", 2, "chain")])
-def test_fast_layer_equals_literal_reference(cell, k, memory):
-    layer = _randomise(MultiChannelRNNLayer(3, 4, k, cell=cell, cell_memory=memory).to(DT), seed=k)
+@pytest.mark.parametrize("cell,k,memory,space", [
+    ("lstm", 1, "chain", "hidden"), ("lstm", 2, "chain", "hidden"), ("lstm", 3, "chain", "hidden"),
+    ("lstm", 4, "block_mean", "hidden"), ("lstm", 3, "block_mean", "hidden"), ("gru", 3, "chain", "hidden"),
+    ("rnn", 2, "chain", "hidden"), ("lstm", 3, "chain", "gates"), ("gru", 2, "chain", "gates"),
+    ("rnn", 4, "chain", "gates")])
+def test_fast_layer_equals_literal_reference(cell, k, memory, space):
+    layer = _randomise(MultiChannelRNNLayer(3, 4, k, cell=cell, cell_memory=memory, weight_space=space).to(DT), seed=k)
     layer.record_attention = True
     lengths = [7, 5, 2, 6]
     T, B = max(lengths), len(lengths)
@@ -107,9 +113,25 @@ def test_k1_reduces_to_rnn_with_recurrent_input_w1():
         torch.testing.assert_close(out[t], h)  # one channel: attention weight 1
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_incremental_and_reorder(cell):
-    layer = _randomise(MultiChannelRNNLayer(3, 4, 3, cell=cell, cell_memory="block_mean").to(DT))
+def test_k1_gate_space_is_a_standard_lstm():
+    layer = _randomise(MultiChannelRNNLayer(3, 5, 1, cell="lstm", weight_space="gates").to(DT))
+    cell = torch.nn.LSTMCell(3, 5).to(DT)
+    with torch.no_grad():
+        cell.weight_ih.copy_(layer.weight_ih)
+        cell.bias_ih.copy_(layer.bias_ih)
+        cell.weight_hh.copy_(layer.block_weight[0])  # W_1 is the recurrent matrix
+        cell.bias_hh.copy_(layer.bias_hh)
+    x = torch.randn(6, 2, 3, dtype=DT)
+    out, _ = layer(x)
+    h = c = torch.zeros(2, 5, dtype=DT)
+    for t in range(6):
+        h, c = cell(x[t], (h, c))
+        torch.testing.assert_close(out[t], h)
+
+
+@pytest.mark.parametrize("cell,space", [("lstm", "hidden"), ("gru", "hidden"), ("lstm", "gates")])
+def test_incremental_and_reorder(cell, space):
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 3, cell=cell, cell_memory="block_mean", weight_space=space).to(DT))
     x = torch.randn(8, 3, 3, dtype=DT)
     h0 = torch.randn(3, 4, dtype=DT)
     full, _ = layer(x, layer.state_from_hidden(h0))
@@ -129,8 +151,9 @@ def test_incremental_and_reorder(cell):
     torch.testing.assert_close(rest, full_r[4:])
 
 
-def test_gradients_reach_every_parameter():
-    layer = MultiChannelRNNLayer(3, 4, 2, dropconnect=0.3).to(DT)
+@pytest.mark.parametrize("space", ["hidden", "gates"])
+def test_gradients_reach_every_parameter(space):
+    layer = MultiChannelRNNLayer(3, 4, 2, dropconnect=0.3, weight_space=space).to(DT)
     out, _ = layer(torch.randn(5, 2, 3, dtype=DT))
     out.sum().backward()
     for name, p in layer.named_parameters():
@@ -139,9 +162,30 @@ def test_gradients_reach_every_parameter():
 
 @pytest.mark.parametrize("kwargs,option", [({"channels": 0}, "--mc-channels"), ({"channels": -2}, "--mc-channels"),
                                            ({"cell": "lstn"}, "--cell"), ({"cell_memory": "avg"}, "--mc-cell-memory"),
-                                           ({"dropconnect": 1.0}, "--weight-dropout")])
+                                           ({"dropconnect": 1.0}, "--weight-dropout"),
+                                           ({"weight_space": "gate"}, "--mc-weight-space")])
 def test_impossible_options_name_the_option(kwargs, option):
     args = dict(input_size=3, hidden_size=4, channels=2)
     args.update(kwargs)
     with pytest.raises(ValueError, match=option):
         MultiChannelRNNLayer(**args)
+
+
+def test_lm_decoder_with_mc_layers_carries_bptt_state():
+    from fairseq.data import Dictionary
+
+    from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder
+    from fairseq_local.tasks.stateful_language_modeling import BPTTState
+
+    torch.manual_seed(0)
+    d = Dictionary()
+    for i in range(12):
+        d.add_symbol(f"w{i}")
+    dec = RecurrentLMDecoder(d, Embedding(len(d), 4, d.pad()).to(DT),
+                             lambda i, inp, hid: MultiChannelRNNLayer(inp, hid, 3).to(DT), 2, 5,
+                             share_input_output_embed=True).eval()
+    toks = torch.randint(d.nspecial, len(d), (2, 9))
+    full, _ = dec(toks)
+    carry = BPTTState()  # m_t^k keeps counting across windows: positions live in the state
+    parts = [dec(toks[:, a:b], bptt_state=carry)[0] for a, b in ((0, 4), (4, 5), (5, 9))]
+    torch.testing.assert_close(torch.cat(parts, 1), full)

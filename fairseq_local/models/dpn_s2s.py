@@ -59,8 +59,10 @@ class DPNS2SConfig(FairseqDataclass):
     encoder_attention_heads: int = field(default=4, metadata={"help": "SAN attention heads (encoder)"})
     decoder_attention_heads: int = field(default=4, metadata={"help": "SAN attention heads (decoder)"})
     san_normalize_before: bool = field(default=False, metadata={"help": "pre-norm SAN layers"})
-    learned_pos: bool = field(default=False, metadata={"help": "learned (not sinusoidal) position embeddings"})
-    no_scale_embedding: bool = field(default=False, metadata={"help": "do not scale embeddings by sqrt(d)"})
+    sinusoidal_pos: bool = field(default=False, metadata={"help": "sinusoidal (not learned) position embeddings"})
+    scale_embedding: bool = field(
+        default=False, metadata={"help": "Transformer-style embeddings (init std d^-0.5, scaled by sqrt(d)) instead of "
+                                         "ConvS2S-style ones (init std 0.1, unscaled)"})
     share_decoder_input_output_embed: bool = field(default=False, metadata={"help": "tie target in/out embeddings"})
     share_all_embeddings: bool = field(default=False, metadata={"help": "tie source, target, output embeddings"})
     force_cnn_context_gate: Optional[float] = field(
@@ -81,22 +83,26 @@ def parse_paths(value: str, option: str) -> List[str]:
     return [p for p in PATHS if p in paths]
 
 
-def _embedding(num, dim, padding_idx):
+def _embedding(num, dim, padding_idx, scaled):
     m = nn.Embedding(num, dim, padding_idx=padding_idx)
-    nn.init.normal_(m.weight, mean=0, std=dim ** -0.5)
+    nn.init.normal_(m.weight, mean=0, std=dim ** -0.5 if scaled else 0.1)
     nn.init.constant_(m.weight[padding_idx], 0)
     return m
 
 
 class _Embedder(nn.Module):
-    """scaled token embedding + position embedding + dropout, output T x B x d (Section 3.1)."""
+    """token embedding + position embedding + dropout, output T x B x d (Section 3.1).
+
+    By default as ConvS2S and the authors' code: learned positions, small unscaled embeddings, so
+    the CNN path's dot-product attention (Eq. 4, no 1/sqrt(d)) starts soft."""
 
     def __init__(self, cfg, embed_tokens, max_positions):
         super().__init__()
         dim, self.padding_idx = embed_tokens.embedding_dim, embed_tokens.padding_idx
         self.embed_tokens = embed_tokens
-        self.embed_scale = 1.0 if cfg.no_scale_embedding else math.sqrt(dim)
-        self.embed_positions = PositionalEmbedding(max_positions, dim, self.padding_idx, learned=cfg.learned_pos)
+        self.embed_scale = math.sqrt(dim) if cfg.scale_embedding else 1.0
+        self.embed_positions = PositionalEmbedding(max_positions, dim, self.padding_idx,
+                                                   learned=not cfg.sinusoidal_pos)
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
 
     def forward(self, tokens, incremental_state=None):
@@ -256,13 +262,13 @@ class DPNS2SModel(FairseqEncoderDecoderModel):
             raise ValueError(f"--encoder-embed-dim ({cfg.encoder_embed_dim}) must equal --decoder-embed-dim "
                              f"({cfg.decoder_embed_dim}): the decoder attends to both encoder paths directly")
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        enc_emb = _embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad())
+        enc_emb = _embedding(len(src_dict), cfg.encoder_embed_dim, src_dict.pad(), cfg.scale_embedding)
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
                 raise ValueError("--share-all-embeddings requires a joined dictionary (fairseq-preprocess --joined-dictionary)")
             dec_emb = enc_emb
         else:
-            dec_emb = _embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad())
+            dec_emb = _embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad(), cfg.scale_embedding)
         encoder = DPNEncoder(cfg, src_dict, enc_emb)
         decoder = DPNDecoder(cfg, tgt_dict, dec_emb, encoder.paths)
         return cls(encoder, decoder)

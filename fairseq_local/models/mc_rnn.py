@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fairseq.models import register_model, register_model_architecture
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel, rnnsearch_gigaword, rnnsearch_iwslt_de_en
-from fairseq_local.modules.multi_channel_rnn import CELL_MEMORY, MultiChannelRNNLayer
+from fairseq_local.modules.multi_channel_rnn import CELL_MEMORY, WEIGHT_SPACES, MultiChannelRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import fill_defaults, set_defaults
 
 
@@ -29,6 +29,9 @@ class MCRNNConfig(RNNSearchConfig):
     mc_cell_memory: str = field(default="chain", metadata={
         "help": "LSTM memory cell input: 'chain' (c_{t-1} of the same channel) or 'block_mean' "
                 "(mean of the block's previous cells, like Eq. 2)"})
+    mc_weight_space: str = field(default="hidden", metadata={
+        "help": "W_j of Eq. 2: 'hidden' (H x H, then the cell's W_hh; literal, fewer multiply-adds) or "
+                "'gates' (learned in the cell's gate space, no W_hh; matches the paper's parameter counts)"})
 
 
 def check_mc_options(cfg):
@@ -37,6 +40,8 @@ def check_mc_options(cfg):
         raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
     if cfg.mc_cell_memory not in CELL_MEMORY:
         raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cfg.mc_cell_memory!r})")
+    if cfg.mc_weight_space not in WEIGHT_SPACES:
+        raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {cfg.mc_weight_space!r})")
 
 
 @register_model("mc_rnn", dataclass=MCRNNConfig)
@@ -52,7 +57,7 @@ class MCRNNModel(RNNSearchModel):
     def build_layer_factory(cls, cfg, side: str):
         def factory(i, input_size, hidden_size):
             return MultiChannelRNNLayer(input_size, hidden_size, cfg.mc_channels, cell=cfg.cell,
-                                        cell_memory=cfg.mc_cell_memory)
+                                        cell_memory=cfg.mc_cell_memory, weight_space=cfg.mc_weight_space)
 
         return factory
 

@@ -3,7 +3,8 @@
 A decoder-only stack of :class:`~fairseq_local.modules.multi_channel_rnn.MultiChannelRNNLayer`
 (:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`) with the AWD-LSTM
 regularisation the paper adopts (Merity, Keskar and Socher, ICLR 2018): DropConnect on the
-hidden-to-hidden matrix W_hh of every layer (``--weight-dropout``), word-level embedding dropout
+hidden-to-hidden matrices of every layer (W_hh, or the W_j with ``--mc-weight-space gates``;
+``--weight-dropout``), word-level embedding dropout
 (``--dropout-embed``), variational (locked) dropout on the embeddings (``--dropout-in``), between
 layers (``--dropout-hidden``) and on the top output (``--dropout``), and tied input/output
 embeddings (the last layer has ``--decoder-embed-dim`` units).
@@ -29,6 +30,7 @@ class MCRNNLMConfig(FairseqDataclass):
     cell: str = field(default="lstm", metadata={"help": "recurrent cell: lstm, gru or rnn"})
     mc_channels: int = field(default=3, metadata={"help": "channels k per layer (block size k + 1)"})
     mc_cell_memory: str = field(default="chain", metadata={"help": "LSTM memory input: chain or block_mean"})
+    mc_weight_space: str = field(default="hidden", metadata={"help": "W_j in 'hidden' (H x H) or 'gates' space"})
     decoder_embed_dim: int = field(default=400, metadata={"help": "embedding size (= last layer size when tied)"})
     decoder_hidden_size: int = field(default=1150, metadata={"help": "hidden size of the inner layers"})
     decoder_layers: int = field(default=3, metadata={"help": "number of layers"})
@@ -60,7 +62,8 @@ class MCRNNLanguageModel(FairseqLanguageModel):
 
         def factory(i, input_size, hidden_size):
             return MultiChannelRNNLayer(input_size, hidden_size, cfg.mc_channels, cell=cfg.cell,
-                                        cell_memory=cfg.mc_cell_memory, dropconnect=cfg.weight_dropout)
+                                        cell_memory=cfg.mc_cell_memory, dropconnect=cfg.weight_dropout,
+                                        weight_space=cfg.mc_weight_space)
 
         decoder = RecurrentLMDecoder(
             d, embed, factory, cfg.decoder_layers, cfg.decoder_hidden_size,

@@ -26,14 +26,13 @@ Vocabulary of this file (paper Sections 3.1-3.3):
   always end at the newest word.
 * After the last gating layer a fully connected layer (sigmoid in the paper) gives the output.
 
-Vectorisation.  ``GatedConvStack.forward_sequence`` computes the first layer of *all* windows of a
-sequence with convolutions over the whole sequence: TIME-FLOW convolution and TIME-FLOW gate are
-computed once per sequence position and gathered by every window that contains it (shared work);
-TIME-ARROW maps (one weight matrix per window location) are one convolution with ``locations × maps``
-output channels, from which window ``r`` takes the diagonal ``[r + i, i]``.  The slot differs per
-window, so its contribution is corrected exactly on the pre-activations (they are linear) at window
-location 0.  Higher layers act on the gathered windows as batched matrix products (their pair
-alignment differs between neighbouring windows).  ``forward_windows`` is the same computation for
+Vectorisation.  ``GatedConvStack.forward_sequence`` computes *all* windows of a sequence at once.
+First layer: the TIME-FLOW convolution and TIME-FLOW gate are convolutions over the whole sequence,
+computed once per position and gathered (unfold) by every window that contains it; the slot
+differs per window, so its contribution is corrected exactly on the (linear) pre-activations at
+window location 0.  TIME-ARROW maps (one weight matrix per window location) act on the gathered
+windows as one batched matrix product over locations; so do the higher layers (their gating pairs
+are aligned to each window's end, so neighbouring windows do not share them).  ``forward_windows`` is the same computation for
 explicit windows (used for incremental decoding).
 
 ``GenCNNBody`` wires αCNN and the recursive βCNN (Section 3.3, Figure 4): ``S(e)``, the βCNN summary
@@ -46,7 +45,7 @@ parallel); that loop is over blocks of the recursion, not over positions.
 """
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -221,74 +220,42 @@ class GatedConvStack(nn.Module):
         return self._head(H)
 
     # ---------------------------------------------------------------------------------------
-    def precompute(self, seq: Tensor) -> Dict[str, Tensor]:
-        """First-layer pre-activations (no bias) at every position of ``seq`` (B, P, in_dim),
-        computed once for all windows.
+    def forward_sequence(self, seq: Tensor, slot: Tensor) -> Tensor:
+        """Every window of ``seq`` (B, P, in_dim): window ``r`` (``0 <= r < R = P - window + 1``) is
+        ``seq[r .. r+window-1]`` with position 0 replaced by ``slot[:, r]``.  Returns (B, R, out_dim).
 
-        ``tf[q]`` / ``ta[q, i]`` read ``seq[q .. q+k-1]``; ``gtf[q]`` / ``gta[q, j]`` read
-        ``seq[q .. q+k]`` (a gating window).  TIME-ARROW carries every location's weights.
+        First layer: TIME-FLOW convolution and gate are convolutions over the whole sequence,
+        computed once per position and gathered by every window that contains it; the slot's
+        share is corrected on the (linear) pre-activations at window location 0.  TIME-ARROW
+        maps act on the gathered windows, one weight matrix per location (batched products).
         """
         s = self.shapes[0]
-        x = seq.transpose(1, 2)  # (B, in_dim, P)
-        B, P, _ = seq.shape
-        out: Dict[str, Tensor] = {}
-        for kind, width, n in (("conv", s.kernel, s.n_conv), ("gate", s.kernel + 1, s.n_pairs)):
-            for flow, maps in (("tf", s.n_tf), ("ta", s.n_ta)):
-                key = ("" if kind == "conv" else "g") + flow
-                if maps == 0:
-                    shape = (B, P - width + 1) + ((maps,) if flow == "tf" else (n, maps))
-                    out[key] = seq.new_zeros(shape)
-                    continue
-                w = self.w[f"{kind}_{flow}_w0"].reshape(-1, width, self.in_dim)  # (out, width, in)
-                y = F.conv1d(x, w.permute(0, 2, 1)).transpose(1, 2)  # (B, P-width+1, out)
-                out[key] = y if flow == "tf" else y.reshape(B, y.shape[1], n, maps)
-        return out
-
-    def _slot_fix(self, kind: str, flow: str, diff: Tensor, maps: int) -> Optional[Tensor]:
-        """Pre-activation change at window location 0 when the slot replaces seq[r]."""
-        if maps == 0:
-            return None
-        w = self.w[f"{kind}_{flow}_w0"]
-        w0 = w[:, 0] if flow == "tf" else w[0, :, 0]  # (maps, in_dim): kernel offset 0
-        return diff @ w0.t()
-
-    def _bias(self, kind: str, flow: str, x: Tensor, maps: int) -> Tensor:
-        return x + self.w[f"{kind}_{flow}_b0"] if maps else x
-
-    def forward_sequence(self, seq: Tensor, slot: Tensor, start: int = 0, end: Optional[int] = None,
-                         pre: Optional[Dict[str, Tensor]] = None) -> Tensor:
-        """Windows ``r`` in ``[start, end)`` of ``seq`` (B, P, in_dim): window ``r`` is
-        ``seq[r .. r+window-1]`` with position 0 replaced by ``slot[:, r - start]``.
-
-        Returns (B, end - start, out_dim).  ``pre`` = ``self.precompute(seq)`` to share it.
-        """
-        s = self.shapes[0]
-        B, P, _ = seq.shape
-        end = P - self.window + 1 if end is None else end
-        R = end - start
-        if pre is None:
-            pre = self.precompute(seq)
-        n, J, o = s.n_conv, s.n_pairs, s.offset
-        # TIME-FLOW convolution, shared: window r, location i <- position r + i
-        z_tf = pre["tf"][:, start:end + n - 1].unfold(1, n, 1).transpose(2, 3)  # (B, R, n, F)
-        # TIME-ARROW: location i's own weights at position r + i (a diagonal)
-        z_ta = pre["ta"][:, start:end + n - 1].unfold(1, n, 1)  # (B, R, n_loc, F, n_pos)
-        z_ta = z_ta.diagonal(dim1=2, dim2=4).transpose(2, 3)  # (B, R, n, F)
-        # the gates of pair j read positions r + o + 2j .. r + o + 2j + k
-        g_tf = pre["gtf"][:, start + o:end + o + 2 * J - 2].unfold(1, 2 * J - 1, 1)[..., ::2]
-        g_tf = g_tf.transpose(2, 3)  # (B, R, J, F)
-        g_ta = pre["gta"][:, start + o:end + o + 2 * J - 2].unfold(1, 2 * J - 1, 1)[..., ::2]
-        g_ta = g_ta.diagonal(dim1=2, dim2=4).transpose(2, 3)  # (B, R, J, F)
-        # the slot replaces seq[r] in window r: correct the pre-activations that read it (linear)
-        diff = slot - seq[:, start:end]  # (B, R, in_dim)
-        z_tf = _add_at0(z_tf, self._slot_fix("conv", "tf", diff, s.n_tf))
-        z_ta = _add_at0(z_ta, self._slot_fix("conv", "ta", diff, s.n_ta))
-        if o == 0:
-            g_tf = _add_at0(g_tf, self._slot_fix("gate", "tf", diff, s.n_tf))
-            g_ta = _add_at0(g_ta, self._slot_fix("gate", "ta", diff, s.n_ta))
-        H = self._merge(s, self._bias("conv", "tf", z_tf, s.n_tf), self._bias("conv", "ta", z_ta, s.n_ta),
-                        self._bias("gate", "tf", g_tf, s.n_tf), self._bias("gate", "ta", g_ta, s.n_ta))
-        H = H.reshape(B * R, s.n_out, s.channels)
+        B, P, E = seq.shape
+        N, k, n, J, o = self.window, s.kernel, s.n_conv, s.n_pairs, s.offset
+        R = P - N + 1
+        diff = slot - seq[:, :R]  # what the slot changes in window r's position 0
+        if s.n_tf:
+            x = seq.transpose(1, 2)
+            w, b = self.w["conv_tf_w0"], self.w["conv_tf_b0"]
+            conv = F.conv1d(x, w.permute(0, 2, 1), b).transpose(1, 2)  # (B, P-k+1, F): reads q..q+k-1
+            z_tf = _add_at0(conv.unfold(1, n, 1).transpose(2, 3), diff @ w[:, 0].t())  # (B, R, n, F)
+            w, b = self.w["gate_tf_w0"], self.w["gate_tf_b0"]
+            gate = F.conv1d(x, w.permute(0, 2, 1), b).transpose(1, 2)  # (B, P-k, F): reads q..q+k
+            g_tf = gate[:, o:].unfold(1, 2 * J - 1, 1)[..., ::2].transpose(2, 3)  # r+o+2j: (B, R, J, F)
+            if o == 0:
+                g_tf = _add_at0(g_tf, diff @ w[:, 0].t())
+            z_tf, g_tf = z_tf.reshape(B * R, n, -1), g_tf.reshape(B * R, J, -1)
+        else:
+            z_tf, g_tf = seq.new_zeros(B * R, n, 0), seq.new_zeros(B * R, J, 0)
+        if s.n_ta:
+            X = seq.unfold(1, N, 1).transpose(2, 3)  # (B, R, N, E) explicit windows
+            X = torch.cat([slot[:, :, None], X[:, :, 1:]], 2).reshape(B * R, N, E)
+            u = X.unfold(1, k, 1).transpose(2, 3).reshape(B * R, n, k * E)
+            v = X[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(B * R, J, (k + 1) * E)
+            z_ta, g_ta = self._located(u, "conv", 0, s.n_ta), self._located(v, "gate", 0, s.n_ta)
+        else:
+            z_ta, g_ta = seq.new_zeros(B * R, n, 0), seq.new_zeros(B * R, J, 0)
+        H = self._merge(s, z_tf, z_ta, g_tf, g_ta)
         for li in range(1, len(self.shapes)):
             H = self._layer_windows(li, H)
         return self._head(H).reshape(B, R, self.out_dim)
@@ -331,12 +298,11 @@ class GenCNNBody(nn.Module):
         B, _, E = emb.shape
         Lb = self.L_beta
         seq = torch.cat([emb.new_zeros(B, Lb, E), emb[:, :n]], 1)  # window e = seq[e .. e+Lb]
-        pre = self.beta.precompute(seq)
         blocks: List[Tensor] = []
         for b0 in range(0, n, Lb):  # the recursion S(e) <- S(e - Lb): one block of Lb at a time
             b1 = min(b0 + Lb, n)
             slot = blocks[-1][:, :b1 - b0] if blocks else emb.new_zeros(B, b1 - b0, E)
-            out = self.beta.forward_sequence(seq, slot, b0, b1, pre)
+            out = self.beta.forward_sequence(seq[:, b0:b1 + Lb], slot)
             blocks.append(out * has_hist[:, b0:b1, None].to(out.dtype))
         return torch.cat(blocks, 1)
 

@@ -20,7 +20,8 @@ cell definition.
 Batching: edges of all sentences are flattened once, sorted by position; the input projections
 W x of all edges are one matmul; then one GRU step per position for the whole batch, over exactly
 the edges (DWL) or nodes (SWL) present there; positions where no sentence has a word boundary are
-skipped.  Preceding states are gathered from a B x (T+1) x H state buffer written in place.
+skipped.  Preceding states are gathered from the outputs of the (few) earlier steps that hold
+them, planned once per batch, so each step costs O(its edges), never O(batch x positions).
 
 Annotations (what the decoder attends to): with the boundaries 0 = b_0 < ... < b_m = N of a lattice
 (nodes with an incoming edge, plus v_0), annotation k = 1..m is [f(b_k); g(b_{k-1})]: the forward
@@ -29,6 +30,8 @@ chain this is exactly the bidirectional RNNSearch annotation of the k-th word.  
 state (decoder initialisation) is [f(N); g(0)].
 """
 from typing import List, NamedTuple, Optional, Tuple
+
+import numpy as np
 
 import torch
 import torch.nn as nn
@@ -49,6 +52,9 @@ class Schedule(NamedTuple):
     node_batch: Tensor  # Nn
     node_pos: Tensor  # Nn
     steps: List[Tuple[int, int, int, int, int]]  # (position, e0, e1, n0, n1) for non-empty positions
+    # per step: the earlier steps holding its edges' preceding states (-1: the zero initial state)
+    # and, for each edge, its row in the concatenation of those steps' outputs
+    sources: List[Tuple[List[int], Tensor]]
 
 
 def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
@@ -58,17 +64,31 @@ def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
     p_n, b_n = m.any(-1).nonzero(as_tuple=True)
     node_id = torch.full((P, B), -1, dtype=torch.long, device=mask.device)
     node_id[p_n, b_n] = torch.arange(p_n.numel(), device=mask.device)
+    other_e = other.transpose(0, 1)[p_e, b_e, k_e]
+    pred = node_id[other_e, b_e]  # the preceding node's id; -1 where it has no incoming edge (v_0)
     e_end = torch.bincount(p_e, minlength=P).cumsum(0)
     n_end = torch.bincount(p_n, minlength=P).cumsum(0)
-    bounds = torch.stack([e_end, n_end]).tolist()  # the only host sync
+    # the only host sync: small integer arrays
+    e_end, n_end, pred_h = e_end.cpu().numpy(), n_end.cpu().numpy(), pred.cpu().numpy()
     steps, e0, n0 = [], 0, 0
     for p in range(P):
-        e1, n1 = bounds[0][p], bounds[1][p]
+        e1, n1 = int(e_end[p]), int(n_end[p])
         if e1 > e0:
             steps.append((p, e0, e1, n0, n1))
         e0, n0 = e1, n1
-    return Schedule(b_e, other.transpose(0, 1)[p_e, b_e, k_e], words.transpose(0, 1)[p_e, b_e, k_e],
-                    node_id[p_e, b_e], b_n, p_n, steps)
+    step_n0 = np.array([s[3] for s in steps], dtype=np.int64)
+    step_rows = np.array([s[4] - s[3] for s in steps], dtype=np.int64)
+    sources = []
+    for p, e0, e1, _, _ in steps:
+        pr = pred_h[e0:e1]
+        src = np.where(pr < 0, -1, np.searchsorted(step_n0, pr, side="right") - 1)
+        uniq = np.unique(src)
+        sizes = np.where(uniq < 0, 1, step_rows[np.maximum(uniq, 0)])
+        offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        slot = np.searchsorted(uniq, src)
+        local = offset[slot] + np.where(src < 0, 0, pr - step_n0[np.maximum(src, 0)])
+        sources.append((uniq.tolist(), torch.from_numpy(local).to(mask.device)))
+    return Schedule(b_e, other_e, words.transpose(0, 1)[p_e, b_e, k_e], node_id[p_e, b_e], b_n, p_n, steps, sources)
 
 
 def compose(v: Tensor, local: Tensor, n: int, gate: Optional[nn.Linear]) -> Tuple[Tensor, Optional[Tensor]]:
@@ -126,24 +146,29 @@ class LatticeGRU(nn.Module):
         """Args: ``embed`` E x I word vectors of the schedule's edges.  Returns the state buffer
         ``B x P x H`` (zeros where a sentence has no node) and, with ``record_gates``, the gating
         weight of every edge (E; DWL: of its state h_t^(k), SWL: of its preceding state)."""
-        buf = embed.new_zeros(bsz, n_pos, self.hidden_size)
         if self.variant == "dwl":
             gi = F.linear(embed, self.weight_ih, self.bias_ih)  # W x for every edge at once
         else:  # SWL: inputs do not depend on the recurrence, compose them all at once (Eq. 10)
             x, _ = compose(embed, sched.edge_node, sched.node_batch.numel(), self.gate_x)
             gi = F.linear(x, self.weight_ih, self.bias_ih)
         weights = [] if record_gates else None
-        for p, e0, e1, n0, n1 in sched.steps:
-            h_pre = buf[sched.edge_batch[e0:e1], sched.edge_other[e0:e1]]
+        zero = embed.new_zeros(1, self.hidden_size)
+        outs: List[Tensor] = []  # node states of each step (no B x P buffer: O(E) work per step)
+        for (p, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):
+            parts = [zero if s < 0 else outs[s] for s in srcs]
+            h_pre = (torch.cat(parts) if len(parts) > 1 else parts[0]).index_select(0, local_rows)
             local = sched.edge_node[e0:e1] - n0
             if self.variant == "dwl":  # Eq. 16-20
                 h, w = compose(self._cell(gi[e0:e1], h_pre), local, n1 - n0, self.gate_h)
             else:  # Eq. 11-15
                 h_pre, w = compose(h_pre, local, n1 - n0, self.gate_h)
                 h = self._cell(gi[n0:n1], h_pre)
-            buf[sched.node_batch[n0:n1], p] = h
+            outs.append(h)
             if record_gates and w is not None:
                 weights.append(w)
+        buf = embed.new_zeros(bsz, n_pos, self.hidden_size)
+        if outs:
+            buf = buf.index_put((sched.node_batch, sched.node_pos), torch.cat(outs))
         gates = torch.cat(weights) if weights else None
         return buf, gates
 

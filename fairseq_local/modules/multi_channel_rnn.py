@@ -36,6 +36,14 @@ channel attention does not feed back into the recurrence, so it is computed afte
 all steps and channels at once.  Folding W_hh W_j into one gate-space matrix would make it one
 product per step but cost 4k^2 H^2 instead of k^2 H^2 + 4k H^2 multiply-adds per item (more for
 every k >= 2), so we keep the two products.
+
+**Weight space.**  ``weight_space="hidden"`` (default) is Eq. 2 literally: W_j is H x H (Table 1:
+s lives in R^{N_h}) and the cell keeps its own W_hh; DropConnect drops entries of W_hh.
+``weight_space="gates"`` learns W_j directly in the cell's gate space (G*H x H, i.e. the folded
+W_hh W_j; no separate W_hh; k = 1 is then exactly a standard cell), one product per step, and the
+GRU interpolates with the block mean (1/m) sum_j h_{t-j}; DropConnect drops entries of the W_j.
+Its parameter increments over the baseline match the paper's Tables 2/3/5 (+3M/+4M/+6M), at
+4k^2 H^2 instead of k^2 H^2 + 4k H^2 multiply-adds per step.
 """
 from typing import Optional, Tuple
 
@@ -46,6 +54,7 @@ from torch import Tensor
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 CELL_MEMORY = ("chain", "block_mean")
+WEIGHT_SPACES = ("hidden", "gates")
 
 
 def channel_in_degree(positions: Tensor, channels: int) -> Tensor:
@@ -60,12 +69,14 @@ class MultiChannelRNNLayer(nn.Module):
     State (batch-first tuple): ``hist[B, k, n-1, H]`` (slot j-1 holds h_{t-j}),
     for LSTM ``cmem[B, k, 1 or n-1, H]`` (memory cells), and ``pos[B]`` (tokens consumed so far,
     so m_t^k is right in incremental decoding and for left-padded batches).
-    ``dropconnect`` (AWD-LSTM) drops entries of W_hh once per forward call in training.
+    ``dropconnect`` (AWD-LSTM) drops entries of the hidden-to-hidden matrix (W_hh, or the W_j in
+    ``weight_space="gates"``) once per forward call in training.
     Set ``record_attention = True`` to keep the last channel weights alpha ``[T, B, k]``.
     """
 
     def __init__(self, input_size: int, hidden_size: int, channels: int, cell: str = "lstm",
-                 cell_memory: str = "chain", dropconnect: float = 0.0, init_scale: float = 0.1):
+                 cell_memory: str = "chain", dropconnect: float = 0.0, init_scale: float = 0.1,
+                 weight_space: str = "hidden"):
         super().__init__()
         if not isinstance(channels, int) or channels < 1:
             raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
@@ -73,17 +84,25 @@ class MultiChannelRNNLayer(nn.Module):
             raise ValueError(f"--cell must be one of {', '.join(CELL_GATES)} (got {cell!r})")
         if cell_memory not in CELL_MEMORY:
             raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cell_memory!r})")
+        if weight_space not in WEIGHT_SPACES:
+            raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {weight_space!r})")
         if not 0.0 <= dropconnect < 1.0:
             raise ValueError(f"--weight-dropout must be in [0, 1) (got {dropconnect})")
         self.input_size, self.hidden_size, self.channels = input_size, hidden_size, channels
         self.lags = channels  # n - 1
         self.cell, self.cell_memory, self.dropconnect = cell, cell_memory, dropconnect
+        self.weight_space = weight_space
         G, H = CELL_GATES[cell], hidden_size
         u = lambda *shape: nn.Parameter(torch.empty(*shape).uniform_(-init_scale, init_scale))  # noqa: E731
         self.weight_ih, self.bias_ih = u(G * H, input_size), u(G * H)
-        self.weight_hh, self.bias_hh = u(G * H, H), u(G * H)
-        # W_j, j = 1..n-1; identity init: at start s is the block mean of the previous states
-        self.block_weight = nn.Parameter(torch.eye(H).repeat(self.lags, 1, 1))
+        self.bias_hh = u(G * H)
+        if weight_space == "hidden":
+            self.weight_hh = u(G * H, H)
+            # W_j, j = 1..n-1; identity init: at start s is the block mean of the previous states
+            self.block_weight = nn.Parameter(torch.eye(H).repeat(self.lags, 1, 1))
+        else:  # W_j in the cell's gate space (W_hh W_j folded and learned directly)
+            self.register_parameter("weight_hh", None)
+            self.block_weight = u(self.lags, G * H, H)
         self.att_v_h, self.att_v_x, self.att_r = u(H, H), u(H, input_size), u(H)
         self.record_attention = False
         self.last_attention: Optional[Tensor] = None
@@ -130,14 +149,21 @@ class MultiChannelRNNLayer(nn.Module):
         coef = self.coefficients(pos.unsqueeze(0) + steps, x.dtype)  # [T, B, K, J]
 
         x_proj = F.linear(x, self.weight_ih, self.bias_ih).unsqueeze(2)  # [T, B, 1, G*H]
-        w_hh = F.dropout(self.weight_hh, self.dropconnect, self.training) if self.dropconnect else self.weight_hh
-        w_block = self.block_weight.transpose(1, 2).reshape(J * H, H)  # sum_j h_j W_j^T
+        gates_space = self.weight_space == "gates"
+        w_hh = None if gates_space else self._dropconnect(self.weight_hh)
+        w_block = self.block_weight if not gates_space else self._dropconnect(self.block_weight)
+        w_block = w_block.transpose(1, 2).reshape(J * H, -1)  # sum_j h_j W_j^T
 
         outs = []
         for t in range(T):
             c_t = coef[t].unsqueeze(-1)  # [B, K, J, 1]
-            s = torch.mm((hist * c_t).view(B * K, J * H), w_block)  # Eq. 2, all channels
-            rec = F.linear(s, w_hh, self.bias_hh).view(B, K, -1)
+            weighted = hist * c_t
+            if gates_space:  # W_j h in gate space; the GRU interpolates with the block mean
+                rec = torch.addmm(self.bias_hh, weighted.view(B * K, J * H), w_block).view(B, K, -1)
+                s = weighted.sum(2) if self.cell == "gru" else None
+            else:
+                s = torch.mm(weighted.view(B * K, J * H), w_block)  # Eq. 2, all channels
+                rec = F.linear(s, w_hh, self.bias_hh).view(B, K, -1)
             gi = x_proj[t]
             if self.cell == "lstm":
                 i, f, g, o = (gi + rec).chunk(4, dim=-1)
@@ -148,7 +174,7 @@ class MultiChannelRNNLayer(nn.Module):
                 gi_r, gi_z, gi_n = gi.chunk(3, dim=-1)
                 gh_r, gh_z, gh_n = rec.chunk(3, dim=-1)
                 r, z = torch.sigmoid(gi_r + gh_r), torch.sigmoid(gi_z + gh_z)
-                h_new = (1 - z) * torch.tanh(gi_n + r * gh_n) + z * s.view(B, K, H)
+                h_new = (1 - z) * torch.tanh(gi_n + r * gh_n) + z * s.reshape(B, K, H)
             else:
                 h_new = torch.tanh(gi + rec)
             new_hist = torch.cat([h_new.unsqueeze(2), hist[:, :, :-1]], dim=2)
@@ -178,6 +204,10 @@ class MultiChannelRNNLayer(nn.Module):
         new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
         return out, new_state
 
+    def _dropconnect(self, w: Tensor) -> Tensor:
+        return F.dropout(w, self.dropconnect, self.training) if self.dropconnect else w
+
     def extra_repr(self):
         return (f"input_size={self.input_size}, hidden_size={self.hidden_size}, channels={self.channels}, "
-                f"cell={self.cell}, cell_memory={self.cell_memory}, dropconnect={self.dropconnect}")
+                f"cell={self.cell}, cell_memory={self.cell_memory}, weight_space={self.weight_space}, "
+                f"dropconnect={self.dropconnect}")

@@ -129,7 +129,8 @@ class ParallelCellRNNLayer(nn.Module):
         c = rest[0] if rest else None
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
         xproj = F.linear(x, self.weight_ih, self.bias).view(T, B, n, g * k).transpose(1, 2)
-        xproj = xproj.contiguous()
+        # unbind once: indexing xproj[t] would make every step's backward zero-fill all T steps
+        xsteps = xproj.contiguous().unbind(0)
         pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
         keep_cells = None
         if self.masked_cells:
@@ -138,21 +139,20 @@ class ParallelCellRNNLayer(nn.Module):
         outs = []
         for t in range(T):
             if self.cell == "lstm":
-                gates = torch.baddbmm(xproj[t], h, self.weight_hh)  # block-diagonal recurrence
-                sig = torch.sigmoid(gates)
-                i, f, o = sig[..., :k], sig[..., k : 2 * k], sig[..., 3 * k :]
-                c_new = f * c + i * torch.tanh(gates[..., 2 * k : 3 * k])
-                h_new = o * torch.tanh(c_new)
+                gates = torch.baddbmm(xsteps[t], h, self.weight_hh)  # block-diagonal recurrence
+                # chunk, not slicing: a slice's backward allocates a zero tensor of the full size
+                i, f, g_, o = gates.chunk(4, dim=-1)
+                c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g_)
+                h_new = torch.sigmoid(o) * torch.tanh(c_new)
             elif self.cell == "gru":
-                hh = torch.bmm(h, self.weight_hh)
-                xt = xproj[t]
-                rz = torch.sigmoid(xt[..., : 2 * k] + hh[..., : 2 * k])
-                r, z = rz[..., :k], rz[..., k:]
-                cand = torch.tanh(xt[..., 2 * k :] + r * (hh[..., 2 * k :] + self.bias_hn))
+                h_r, h_z, h_n = torch.bmm(h, self.weight_hh).chunk(3, dim=-1)
+                x_r, x_z, x_n = xsteps[t].chunk(3, dim=-1)
+                r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+                cand = torch.tanh(x_n + r * (h_n + self.bias_hn))
                 h_new = cand + z * (h - cand)
                 c_new = None
             else:
-                h_new = torch.tanh(torch.baddbmm(xproj[t], h, self.weight_hh))
+                h_new = torch.tanh(torch.baddbmm(xsteps[t], h, self.weight_hh))
                 c_new = None
             if keep_cells is not None:
                 h_new = h_new * keep_cells

@@ -5,7 +5,7 @@
 
 Counts every registered MC-RNN / Baseline-RNN arch for the given dictionary sizes (the paper uses
 ~25k BPE types on IWSLT14, 30k words on Gigaword and PTB's 10k words) and prints them next to the
-paper's figures.
+paper's figures; the last column is with ``--mc-weight-space gates``.
 """
 import argparse
 
@@ -37,10 +37,10 @@ def _dict(n):
     return d
 
 
-def count(arch, src, tgt):
+def count(arch, src, tgt, extra=()):
     task_name = "language_modeling" if "lm" in arch else "translation"
     args = options.parse_args_and_arch(options.get_training_parser(),
-                                       ["/dev/null", "--task", task_name, "--arch", arch])
+                                       ["/dev/null", "--task", task_name, "--arch", arch, *extra])
 
     class Task:
         source_dictionary = src
@@ -60,10 +60,11 @@ def main():
     a = p.parse_args()
     vocab = {"mt": (_dict(a.src_vocab), _dict(a.tgt_vocab)), "sum": (_dict(a.sum_vocab),) * 2,
              "lm": (_dict(a.lm_vocab),) * 2}
-    print(f"{'arch':32s} {'paper row':30s} {'paper':>6s} {'ours':>8s}")
+    print(f"{'arch':32s} {'paper row':30s} {'paper':>6s} {'ours':>8s} {'gates':>8s}")
     for arch, row, paper, kind in ROWS:
         n = count(arch, *vocab[kind])
-        print(f"{arch:32s} {row:30s} {paper:>6s} {n / 1e6:7.2f}M")
+        g = count(arch, *vocab[kind], ["--mc-weight-space", "gates"]) if arch.startswith("mc_") else n
+        print(f"{arch:32s} {row:30s} {paper:>6s} {n / 1e6:7.2f}M {g / 1e6:7.2f}M")
 
 
 if __name__ == "__main__":

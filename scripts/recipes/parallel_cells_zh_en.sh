@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Parallel-cells paper, Chinese-English translation (Section 3.2, Table 3), from user-supplied LDC
+# data: word-level (jieba-segmented Chinese, Moses-tokenized lowercased English), pairs with fewer
+# than 50 words on both sides, 30k-word vocabularies (the rest -> <unk>); train the baseline
+# (wide=1) or parallel-cell (wide=3) model of configs/parallel_cells/table3_zh_en_ROW.yaml, decode
+# every NIST test set and report case-insensitive BLEU against the four references (sacrebleu,
+# scripts/score.sh --lowercase).
+#
+#   bash scripts/recipes/parallel_cells_zh_en.sh --row baseline|wide3 --out data/nist_zh_en \
+#       --train-zh "ldc/LDC2002E18.zh ..." --train-en "ldc/LDC2002E18.en ..." \
+#       --set mt02=nist/mt02.src.sgm,nist/mt02.ref.sgm --set mt03=... --set mt04=... --set mt05=... \
+#       [--valid mt02] [--beam 10] [--cpu] [-- HYDRA_OVERRIDES...]
+#
+# The paper: NIST02 dev; NIST03/04/05 (and 06) test. Data preparation is
+# scripts/recipes/prepare_nist_zhen.sh (it also leaves a small BPE by-product in OUT/bin-bpe);
+# the word-level binarized data goes to OUT/bin-word30k.
+set -euo pipefail
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+ROW=wide3 OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt02 BEAM=10 CPU=() SETS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --row) need_val "$@"; ROW=$2; shift 2 ;;
+    --out) need_val "$@"; OUT=$2; shift 2 ;;
+    --train-zh) need_val "$@"; TRAIN_ZH=$2; shift 2 ;;
+    --train-en) need_val "$@"; TRAIN_EN=$2; shift 2 ;;
+    --set) need_val "$@"; SETS+=(--set "$2"); shift 2 ;;
+    --valid) need_val "$@"; VALID=$2; shift 2 ;;
+    --beam) need_val "$@"; BEAM=$2; shift 2 ;;
+    --cpu) CPU=(--cpu); shift ;;
+    --) shift; break ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+case "$ROW" in baseline|wide3) ;; *) die "--row must be baseline or wide3 (got $ROW)" ;; esac
+[ -n "$OUT" ] || die "--out is required"
+activate_env
+BIN="$OUT/bin-word30k"
+if [ ! -f "$BIN/dict.en.txt" ]; then
+  [ -n "$TRAIN_ZH" ] && [ -n "$TRAIN_EN" ] || die "--train-zh and --train-en are required to prepare $OUT"
+  bash "$REPO_ROOT/scripts/recipes/prepare_nist_zhen.sh" --out "$OUT" --mode bpe --bpe-size 1000 \
+    --train-zh "$TRAIN_ZH" --train-en "$TRAIN_EN" "${SETS[@]}" --valid "$VALID" --max-chars 1000 --max-words 49
+  S="$OUT/raw/seg" W="$OUT/raw/word"
+  mkdir -p "$W"
+  # fewer than 50 words on both sides (Chinese counted after jieba segmentation)
+  python - "$S/train.zh" "$S/train.en" "$W/train" <<'PY'
+import os, sys
+zh, en, out = sys.argv[1:]
+kept = total = 0
+with open(zh, encoding="utf-8") as fz, open(en, encoding="utf-8") as fe, \
+        open(out + ".zh.tmp", "w", encoding="utf-8") as gz, open(out + ".en.tmp", "w", encoding="utf-8") as ge:
+    for z, e in zip(fz, fe):
+        total += 1
+        if len(z.split()) < 50 and len(e.split()) < 50:
+            gz.write(z); ge.write(e); kept += 1
+os.replace(out + ".zh.tmp", out + ".zh"); os.replace(out + ".en.tmp", out + ".en")
+print(f"train: kept {kept} of {total} pairs with < 50 words per side", file=sys.stderr)
+PY
+  TESTS=(); while read -r n; do TESTS+=("$n"); done <"$OUT/bin-bpe/test_sets.txt"
+  for n in "$VALID" "${TESTS[@]}"; do ln -sf "$S/$n.zh" "$W/$n.zh"; ln -sf "$S/$n.en" "$W/$n.en"; done
+  TESTPREFS=$(printf ",$W/%s" "${TESTS[@]}"); TESTPREFS=${TESTPREFS#,}
+  bash "$REPO_ROOT/scripts/preprocess.sh" --src zh --tgt en --train "$W/train" --valid "$W/$VALID" \
+    ${TESTPREFS:+--test "$TESTPREFS"} --destdir "$BIN" --bpe none --nwords 30000
+  cp "$OUT/bin-bpe/test_sets.txt" "$BIN/test_sets.txt"
+fi
+SAVE="$REPO_ROOT/checkpoints/parallel_cells/table3_zh_en_$ROW"
+TRAIN_CPU=(); [ ${#CPU[@]} -eq 0 ] || TRAIN_CPU=(--cpu)
+bash "$REPO_ROOT/scripts/train.sh" --data "$BIN" --save-dir "$SAVE" "${TRAIN_CPU[@]}" \
+  --config "$REPO_ROOT/configs/parallel_cells/table3_zh_en_$ROW.yaml" -- "$@"
+i=0
+while read -r n; do
+  subset=test$(nsuffix $i); i=$((i + 1))
+  bash "$REPO_ROOT/scripts/generate.sh" --data "$BIN" --path "$SAVE/checkpoint_best.pt" --out "$SAVE/$n" \
+    --subset "$subset" --beam "$BEAM" --bpe none --detok moses --lang en -- "${CPU[@]}"
+  refs=(); for r in "$OUT/refs/$n".ref*; do refs+=(--ref "$r"); done
+  bash "$REPO_ROOT/scripts/score.sh" --hyp "$SAVE/$n/hyp.txt" "${refs[@]}" --lowercase | tee "$SAVE/$n/bleu.txt"
+done <"$BIN/test_sets.txt"

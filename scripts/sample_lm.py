@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""Sample sentences from a trained fairseq language model (genCNN paper, Section 5.1).
+
+    # complete prompts (one per line of a file, or --prompt, repeatable), 3 samples each
+    python scripts/sample_lm.py --path checkpoints/gencnn/checkpoint_best.pt --data data-bin/ptb \
+        --prompts prompts.txt --num-samples 3 --temperature 0.8 --topk 50 --seed 1
+    # 5 sentences from scratch
+    python scripts/sample_lm.py --path ... --data ... --from-scratch 5
+
+Works with any fairseq language model checkpoint (genCNN, LSTM LM, transformer LM...), through
+fairseq's hub interface and SequenceGenerator with sampling: each word is drawn from
+p(e_{t+1} | e_{1:t}) (optionally sharpened by --temperature and restricted to the --topk words or
+the --topp nucleus) until end of sentence or --max-len words.  Prompt i is sampled with seed
+``--seed + i``, so results do not depend on how many prompts are given with it.
+
+Output (stdout or --output): ``P-<i>\\t<prompt>`` then ``S-<i>-<k>\\t<avg log-prob>\\t<sentence>``.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_hub(args):
+    import torch
+    from fairseq import hub_utils
+
+    import fairseq_local  # noqa: F401
+
+    if not os.path.isfile(args.path):
+        raise SystemExit(f"sample_lm.py: error: {args.path}: no such checkpoint")
+    kwargs = {"user_dir": os.path.join(REPO, "fairseq_local")}
+    if args.bpe:
+        kwargs["bpe"] = args.bpe
+        if args.bpe_codes:
+            kwargs["bpe_codes"] = args.bpe_codes
+            kwargs["sentencepiece_model"] = args.bpe_codes
+    if args.tokenizer:
+        kwargs["tokenizer"] = args.tokenizer
+    loaded = hub_utils.from_pretrained(os.path.dirname(os.path.abspath(args.path)), os.path.basename(args.path),
+                                       args.data or os.path.dirname(os.path.abspath(args.path)), **kwargs)
+    hub = hub_utils.GeneratorHubInterface(loaded["args"], loaded["task"], loaded["models"]).eval()
+    if torch.cuda.is_available() and not args.cpu:
+        hub.cuda()
+    return hub
+
+
+def sample(hub, prompt: str, n: int, args, seed: int):
+    """``n`` samples continuing ``prompt`` ('' = from scratch): [(text, avg log-prob)]."""
+    import torch
+    from fairseq import utils
+
+    utils.set_torch_seed(seed)
+    tokens = hub.encode(prompt) if prompt.strip() else torch.LongTensor([hub.task.source_dictionary.eos()])
+    # the LM task strips the end-of-sentence of the prompt and generates after it
+    hyps = hub.generate([tokens], beam=n, sampling=True, sampling_topk=args.topk, sampling_topp=args.topp,
+                        temperature=args.temperature, max_len_b=args.max_len, min_len=args.min_len,
+                        nbest=n, verbose=False)[0]
+    out = []
+    for h in hyps[:n]:
+        out.append((hub.decode(h["tokens"]), float(h["score"])))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--path", required=True, help="LM checkpoint")
+    p.add_argument("--data", help="directory with dict.txt (default: the checkpoint's directory)")
+    p.add_argument("--prompts", help="file with one prompt per line")
+    p.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
+    p.add_argument("--from-scratch", type=int, default=0, metavar="N", help="also N sentences without prompt")
+    p.add_argument("--num-samples", type=int, default=1, help="samples per prompt")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--topk", type=int, default=-1, help="sample among the k most likely words (-1: all)")
+    p.add_argument("--topp", type=float, default=-1.0, help="nucleus sampling (-1: off)")
+    p.add_argument("--max-len", type=int, default=60, help="maximum generated words")
+    p.add_argument("--min-len", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--bpe", help="fairseq bpe of the LM (subword_nmt, sentencepiece, gpt2...)")
+    p.add_argument("--bpe-codes")
+    p.add_argument("--tokenizer", help="fairseq tokenizer of the LM (moses, space...)")
+    p.add_argument("--output", help="write here instead of stdout")
+    p.add_argument("--cpu", action="store_true")
+    args = p.parse_args(argv)
+    if args.temperature <= 0:
+        p.error("--temperature must be > 0")
+    if args.num_samples < 1:
+        p.error("--num-samples must be >= 1")
+    if args.topk == 0 or (args.topk > 0 and args.topp > 0):
+        p.error("--topk must be positive (or -1), and cannot be combined with --topp")
+    prompts = list(args.prompt)
+    if args.prompts:
+        if not os.path.isfile(args.prompts):
+            p.error(f"--prompts {args.prompts}: no such file")
+        with open(args.prompts, encoding="utf-8") as f:
+            prompts += [line.rstrip("\n") for line in f]
+    prompts += [""] * args.from_scratch
+    if not prompts:
+        p.error("give --prompt, --prompts or --from-scratch N")
+
+    hub = load_hub(args)
+    lines = []
+    for i, prompt in enumerate(prompts):
+        lines.append(f"P-{i}\t{prompt}")
+        for k, (text, score) in enumerate(sample(hub, prompt, args.num_samples, args, args.seed + i)):
+            lines.append(f"S-{i}-{k}\t{score:.4f}\t{text}")
+    if args.output:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.output)), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+        os.replace(tmp, args.output)
+    else:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+if __name__ == "__main__":
+    main()
