@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -331,6 +332,8 @@ def report(args, rows, scaling):
 
 def main(argv=None):
     args = parse_args(argv)
+    warnings.filterwarnings("ignore", category=UserWarning)  # hydra/omegaconf deprecation chatter
+    warnings.filterwarnings("ignore", category=FutureWarning)
     if args.threads:
         torch.set_num_threads(args.threads)
     rows, scaling = measure(args)

@@ -97,29 +97,17 @@ def test_fast_layer_equals_literal_reference(cell, k, memory, space):
     assert state[-1].tolist() == lengths  # positions consumed per sentence
 
 
-def test_k1_reduces_to_rnn_with_recurrent_input_w1():
-    layer = _randomise(MultiChannelRNNLayer(3, 5, 1, cell="lstm").to(DT))
+@pytest.mark.parametrize("space", ["hidden", "gates"])
+def test_k1_reduces_to_rnn_with_recurrent_input_w1(space):
+    """k = 1: one channel, m = 1, attention weight 1: an LSTM whose recurrent input is W_1 h_{t-1}
+    (hidden space: recurrent matrix W_hh W_1; gate space: W_1 itself)."""
+    layer = _randomise(MultiChannelRNNLayer(3, 5, 1, cell="lstm", weight_space=space).to(DT))
     cell = torch.nn.LSTMCell(3, 5).to(DT)
     with torch.no_grad():
         cell.weight_ih.copy_(layer.weight_ih)
         cell.bias_ih.copy_(layer.bias_ih)
-        cell.weight_hh.copy_(layer.weight_hh @ layer.block_weight[0])  # recurrent input W_1 h_{t-1}
-        cell.bias_hh.copy_(layer.bias_hh)
-    x = torch.randn(6, 2, 3, dtype=DT)
-    out, _ = layer(x)
-    h = c = torch.zeros(2, 5, dtype=DT)
-    for t in range(6):
-        h, c = cell(x[t], (h, c))
-        torch.testing.assert_close(out[t], h)  # one channel: attention weight 1
-
-
-def test_k1_gate_space_is_a_standard_lstm():
-    layer = _randomise(MultiChannelRNNLayer(3, 5, 1, cell="lstm", weight_space="gates").to(DT))
-    cell = torch.nn.LSTMCell(3, 5).to(DT)
-    with torch.no_grad():
-        cell.weight_ih.copy_(layer.weight_ih)
-        cell.bias_ih.copy_(layer.bias_ih)
-        cell.weight_hh.copy_(layer.block_weight[0])  # W_1 is the recurrent matrix
+        w1 = layer.block_weight[0]
+        cell.weight_hh.copy_(layer.weight_hh @ w1 if space == "hidden" else w1)
         cell.bias_hh.copy_(layer.bias_hh)
     x = torch.randn(6, 2, 3, dtype=DT)
     out, _ = layer(x)

@@ -23,12 +23,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
-from fairseq_local.modules.recurrent_seq2seq import (
-    Embedding,
-    RecurrentLMDecoder,
-    embedding_dropout,
-    fill_defaults,
-)
+from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
 
 CELL_CHOICES = ChoiceEnum(["lstm", "gru", "rnn"])
 
@@ -50,8 +45,9 @@ class ParallelLSTMLMConfig(FairseqDataclass):
 
 
 class ParallelCellLMDecoder(RecurrentLMDecoder):
-    """RecurrentLMDecoder that also carries its per-layer state across truncated-BPTT batches
-    (``bptt_state``, see :mod:`fairseq_local.tasks.stateful_language_modeling`)."""
+    """The generic recurrent LM decoder (it carries its per-layer state across truncated-BPTT
+    batches through ``bptt_state``, see :mod:`fairseq_local.tasks.stateful_language_modeling`)
+    with Zaremba-style dropout and cell masking."""
 
     def __init__(self, *args, variational_dropout: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -59,24 +55,6 @@ class ParallelCellLMDecoder(RecurrentLMDecoder):
             name = self.__class__.__name__
             self.drop_in, self.drop_hidden, self.drop_out = (
                 FairseqDropout(m.p, module_name=name) for m in (self.drop_in, self.drop_hidden, self.drop_out))
-
-    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
-                features_only: bool = False, bptt_state=None, **unused):
-        if bptt_state is None:
-            return super().forward(prev_output_tokens, encoder_out, incremental_state, features_only)
-        if incremental_state is not None:
-            raise ValueError("bptt_state and incremental_state are exclusive")
-        states = bptt_state.get(self) or [None] * self.num_layers
-        x = embedding_dropout(self.embed_tokens, prev_output_tokens, self.dropout_embed, self.training)
-        x = self.drop_in(x.transpose(0, 1))
-        states = list(states)
-        for i, layer in enumerate(self.layers):
-            if i > 0:
-                x = self.drop_hidden(x)
-            x, states[i] = layer(x, states[i])
-        bptt_state.set(self, states)
-        x = self.drop_out(x).transpose(0, 1)
-        return (x if features_only else self.output_layer(x)), {"attn": [None], "inner_states": None}
 
     def mask_cells(self, layer: Optional[int], cells):
         """Zero the hidden state of ``cells`` in ``layer`` (every layer when None) at test time

@@ -71,6 +71,7 @@ class ParallelCellRNNLayer(nn.Module):
         # GRU's hidden bias of the candidate, b_hn (inside r * (U h + b_hn)), laid out [n, 1, k]
         self.bias_hn = nn.Parameter(torch.empty(wide, 1, k)) if cell == "gru" else None
         self.masked_cells: Tuple[int, ...] = ()
+        self.force_autograd = False  # LSTM: step with autograd instead of _BlockDiagonalLSTM (tests)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -130,12 +131,18 @@ class ParallelCellRNNLayer(nn.Module):
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
         xproj = F.linear(x, self.weight_ih, self.bias).view(T, B, n, g * k).transpose(1, 2)
         # unbind once: indexing xproj[t] would make every step's backward zero-fill all T steps
-        xsteps = xproj.contiguous().unbind(0)
+        xproj = xproj.contiguous()
+        xsteps = xproj.unbind(0)
         pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
         keep_cells = None
         if self.masked_cells:
             keep_cells = x.new_ones(n, 1, 1)
             keep_cells[list(self.masked_cells)] = 0
+        if self.cell == "lstm" and keep_cells is None and not self.force_autograd:
+            keep = None if pad is None else (~pad).to(x.dtype)
+            out, h, c = _BlockDiagonalLSTM.apply(xproj, h, c, self.weight_hh, keep)
+            out = out.transpose(1, 2).reshape(T, B, self.hidden_size)
+            return out, (self._batch_first(h), self._batch_first(c))
         outs = []
         for t in range(T):
             if self.cell == "lstm":
@@ -193,6 +200,79 @@ class ParallelCellRNNLayer(nn.Module):
             self.bias_hn[j, 0] = b_hh[2 * k :]
         else:
             self.bias[rows] = b_ih + b_hh
+
+
+class _BlockDiagonalLSTM(torch.autograd.Function):
+    """The LSTM recurrence of all cells over all steps with a hand-written backward pass.
+
+    forward(xproj[T, n, B, 4k], h0[n, B, k], c0[n, B, k], W[n, k, 4k], keep[T, 1, B, 1] or None)
+    -> (out[T, n, B, k], h_T, c_T). ``keep`` is 1 at real positions and 0 at padding (state kept,
+    output 0). Compared with autograd through the step loop, the backward pass keeps one node for
+    the whole sequence and computes the recurrent weight gradient as one batched product over all
+    steps, sum_t h_{t-1}^T dgates_t = bmm(H_prev^T, dGates), instead of T small ones.
+    """
+
+    @staticmethod
+    def forward(ctx, xproj, h, c, weight, keep):
+        T = xproj.size(0)
+        acts = torch.empty_like(xproj)  # sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+        h_prev = xproj.new_empty((T,) + h.shape)
+        c_prev = xproj.new_empty((T,) + c.shape)
+        tanh_c = xproj.new_empty((T,) + c.shape)
+        out = xproj.new_empty((T,) + h.shape)
+        keep_bool = None if keep is None else keep.bool()
+        for t in range(T):
+            h_prev[t], c_prev[t] = h, c
+            gates = torch.baddbmm(xproj[t], h, weight)
+            i, f, g, o = gates.chunk(4, dim=-1)
+            a = acts[t]
+            ai, af, ag, ao = a.chunk(4, dim=-1)
+            torch.sigmoid(i, out=ai), torch.sigmoid(f, out=af), torch.tanh(g, out=ag), torch.sigmoid(o, out=ao)
+            c_new = af * c + ai * ag
+            torch.tanh(c_new, out=tanh_c[t])
+            h_new = ao * tanh_c[t]
+            if keep is None:
+                out[t] = h_new
+                h, c = h_new, c_new
+            else:
+                real = keep_bool[t]
+                out[t] = h_new * keep[t]
+                h, c = torch.where(real, h_new, h), torch.where(real, c_new, c)
+        ctx.save_for_backward(acts, h_prev, c_prev, tanh_c, weight, keep)
+        return out, h, c
+
+    @staticmethod
+    def backward(ctx, d_out, d_h, d_c):
+        acts, h_prev, c_prev, tanh_c, weight, keep = ctx.saved_tensors
+        T, n, B, k = h_prev.shape
+        d_gates = torch.empty_like(acts)
+        d_h = torch.zeros_like(h_prev[0]) if d_h is None else d_h.clone()
+        d_c = torch.zeros_like(c_prev[0]) if d_c is None else d_c.clone()
+        w_t = weight.transpose(1, 2)
+        for t in range(T - 1, -1, -1):
+            dh_new = d_h if d_out is None else d_h + d_out[t]
+            dc_new = d_c
+            if keep is not None:
+                k_t = keep[t]
+                dh_new, dc_new = dh_new * k_t, d_c * k_t
+                d_h_skip, d_c_skip = d_h * (1 - k_t), d_c * (1 - k_t)
+            ai, af, ag, ao = acts[t].chunk(4, dim=-1)
+            tc = tanh_c[t]
+            dc_tot = dc_new + dh_new * ao * (1 - tc * tc)
+            gi, gf, gg, go = d_gates[t].chunk(4, dim=-1)
+            torch.mul(dc_tot * ag, ai * (1 - ai), out=gi)
+            torch.mul(dc_tot * c_prev[t], af * (1 - af), out=gf)
+            torch.mul(dc_tot * ai, 1 - ag * ag, out=gg)
+            torch.mul(dh_new * tc, ao * (1 - ao), out=go)
+            d_c = dc_tot * af
+            d_h = torch.bmm(d_gates[t], w_t)
+            if keep is not None:
+                d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
+        d_weight = None
+        if ctx.needs_input_grad[3]:  # one product over all steps: [n, k, T*B] @ [n, T*B, 4k]
+            hs = h_prev.permute(1, 3, 0, 2).reshape(n, k, T * B)
+            d_weight = torch.bmm(hs, d_gates.transpose(0, 1).reshape(n, T * B, 4 * k))
+        return d_gates, d_h, d_c, d_weight, None
 
 
 def recurrent_parameter_count(hidden_size: int, wide: int, num_layers: int = 1, cell="lstm") -> int:

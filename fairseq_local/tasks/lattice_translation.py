@@ -18,10 +18,11 @@ from fairseq.data import data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_local.data.lattice import LatticeBuilder
+from fairseq_local.data.lattice import LatticeBuilder, unpack
 from fairseq_local.data.lattice_dataset import (
     LatticeDataset,
     LatticePairDataset,
+    collate_lattices,
     lattice_dataset_from,
     load_lattice_dataset,
 )
@@ -78,6 +79,32 @@ class LatticeTranslationTask(TranslationTask):
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         if constraints is not None:
             raise ValueError("lattice_translation does not support --constraints")
+        # fairseq-interactive rebuilds net_input from src_tokens/src_lengths only: remember each
+        # lattice under its primary path's word ids so that inference_step can restore it
+        self._inference_lattices = {}
+        for packed in src_tokens:
+            _, _, _, words, path = unpack(packed.numpy())
+            self._inference_lattices.setdefault(tuple(words[path].tolist()), []).append(packed)
         src = LatticeDataset(src_tokens, np.asarray(src_lengths))
         return LatticePairDataset(src, self.src_dict, tgt_dict=self.tgt_dict, left_pad_source=self.cfg.left_pad_source,
                                   shuffle=False, one_best=self.cfg.lattice_one_best)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        net = sample["net_input"]
+        if "lat_in_mask" not in net:  # fairseq-interactive dropped the lattice tensors
+            net.update(self._restore_lattices(net["src_tokens"]))
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
+                                      constraints=constraints)
+
+    def _restore_lattices(self, src_tokens):
+        pad = self.src_dict.pad()
+        packed = []
+        for row in src_tokens.cpu():
+            candidates = getattr(self, "_inference_lattices", {}).get(tuple(row[row.ne(pad)].tolist()))
+            if not candidates:
+                raise ValueError("lattice_translation: a batch without lattice tensors whose source was not "
+                                 "built by build_dataset_for_inference")
+            # inputs with identical primary paths are told apart in input order
+            packed.append(candidates.pop(0) if len(candidates) > 1 else candidates[0])
+        batch = collate_lattices(packed, pad, self.cfg.left_pad_source, self.cfg.lattice_one_best)
+        return {k: v.to(src_tokens.device) for k, v in batch.items() if k.startswith("lat_")}

@@ -37,5 +37,5 @@ fairseq-generate "$DATA/bin" --user-dir "$REPO/fairseq_local" --path "$SAVE/chec
 mv "$SAVE/test.gen.tmp" "$SAVE/test.gen"
 grep '^H-' "$SAVE/test.gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$SAVE/test.hyp"
 grep '^T-' "$SAVE/test.gen" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$SAVE/test.ref"
-sacrebleu "$SAVE/test.ref" -i "$SAVE/test.hyp" --tokenize none -b | tee "$SAVE/test.bleu"
+bash "$REPO/scripts/score.sh" --hyp "$SAVE/test.hyp" --ref "$SAVE/test.ref" --tokenize none | tee "$SAVE/test.bleu"
 echo "BLEU of $ROW written to $SAVE/test.bleu"

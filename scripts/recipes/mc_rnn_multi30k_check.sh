@@ -5,8 +5,8 @@
 #   bash scripts/recipes/mc_rnn_multi30k_check.sh [--src /work/shared/data/multi30k-de-en] [--out work/m30k]
 #        [--minutes 4] [--bpe-size 8000] [--dims 256] [--cpu-threads 1] [--archs "mc_rnn_iwslt_de_en_3 rnnsearch_iwslt_de_en"]
 #
-# The raw files (train/valid .de/.en) are read in place; tokenization with sacremoses (lowercased),
-# joint subword-nmt BPE, fairseq-preprocess, then fairseq-train with --stop-time-hours for each arch
+# The raw files (train/valid .de/.en) are read in place; scripts/preprocess.sh tokenizes (Moses,
+# lowercased), learns a joint subword-nmt BPE and binarizes; then fairseq-train with --stop-time-hours for each arch
 # (Adam 1e-3, dropout 0.2, --dims embedding/hidden units), fairseq-generate --beam 5 --remove-bpe
 # on valid and sacrebleu --tokenize none.  Results: OUT/<arch>/valid.bleu and a summary on stdout.
 set -euo pipefail
@@ -29,29 +29,10 @@ done
 for f in train.de train.en valid.de valid.en; do
   [[ -s "$SRC/$f" ]] || { echo "mc_rnn_multi30k_check.sh: --src $SRC: missing $f" >&2; exit 2; }
 done
-mkdir -p "$OUT/tok" "$OUT/bpe"
+mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-if [[ ! -f "$OUT/bin/dict.de.txt" ]]; then
-  for s in train valid; do
-    for l in de en; do
-      python -c '
-import sys
-from sacremoses import MosesTokenizer
-tok = MosesTokenizer(lang=sys.argv[1])
-for line in sys.stdin:
-    sys.stdout.write(tok.tokenize(line.strip(), return_str=True, escape=False).lower() + "\n")
-' "$l" < "$SRC/$s.$l" > "$OUT/tok/$s.$l"
-    done
-  done
-  cat "$OUT/tok/train.de" "$OUT/tok/train.en" | subword-nmt learn-bpe -s "$BPE_SIZE" > "$OUT/bpe/code"
-  for s in train valid; do
-    for l in de en; do subword-nmt apply-bpe -c "$OUT/bpe/code" < "$OUT/tok/$s.$l" > "$OUT/bpe/$s.$l"; done
-  done
-  rm -rf "$OUT/bin.tmp"
-  fairseq-preprocess --source-lang de --target-lang en --trainpref "$OUT/bpe/train" --validpref "$OUT/bpe/valid" \
-    --destdir "$OUT/bin.tmp" --workers 2 > /dev/null
-  mv "$OUT/bin.tmp" "$OUT/bin"
-fi
+[[ -f "$OUT/bin/dict.de.txt" ]] || bash "$REPO/scripts/preprocess.sh" --src de --tgt en --train "$SRC/train" \
+  --valid "$SRC/valid" --destdir "$OUT/bin" --tokenize moses --lowercase --bpe subword-nmt --bpe-size "$BPE_SIZE" --force
 HOURS=$(python -c "print($MINUTES / 60)")
 for arch in $ARCHS; do
   SAVE="$OUT/$arch"; mkdir -p "$SAVE"
@@ -64,7 +45,7 @@ for arch in $ARCHS; do
     --path "$SAVE/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --remove-bpe > "$SAVE/valid.gen"
   grep '^H-' "$SAVE/valid.gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$SAVE/valid.hyp"
   grep '^T-' "$SAVE/valid.gen" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$SAVE/valid.ref"
-  sacrebleu "$SAVE/valid.ref" -i "$SAVE/valid.hyp" --tokenize none -b > "$SAVE/valid.bleu"
+  sacrebleu "$SAVE/valid.ref" -i "$SAVE/valid.hyp" --tokenize none -b > "$SAVE/valid.bleu"  # tokenized BLEU
   UPDATES=$(grep -o "num_updates [0-9]*\|num_updates\": \"[0-9]*" "$SAVE/train.log" | tail -1 | grep -o "[0-9]*$" || echo "?")
   echo "$arch: valid BLEU $(cat "$SAVE/valid.bleu") after $MINUTES min ($UPDATES updates)"
 done

@@ -5,8 +5,8 @@
 #
 #   bash scripts/recipes/prepare_iwslt14.sh [--out DIR] [--bpe-size 25000] [--tgz de-en.tgz] [--workers N]
 #
-# Output: DIR/tok (tokenized, lowercased text), DIR/bpe (BPE text + codes), DIR/bin (data-bin for
-# fairseq-train, languages de -> en).  Tokenization uses sacremoses (Moses rules), as the original.
+# Output: DIR/tok (tokenized, lowercased text), DIR/bin (data-bin for fairseq-train, languages
+# de -> en; DIR/bin/bpe holds the BPE codes and text), made by scripts/preprocess.sh.  Tokenization uses sacremoses (Moses rules), as the original.
 # Without network access, download http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz
 # elsewhere and pass it with --tgz.
 set -euo pipefail
@@ -27,13 +27,14 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ "$BPE_SIZE" =~ ^[0-9]+$ ]] || { echo "prepare_iwslt14.sh: --bpe-size must be a positive integer (got $BPE_SIZE)" >&2; exit 2; }
-for tool in subword-nmt fairseq-preprocess python; do
+for tool in subword-nmt fairseq-preprocess python; do  # used here and by scripts/preprocess.sh
   command -v "$tool" >/dev/null || { echo "prepare_iwslt14.sh: $tool not found (activate .venv)" >&2; exit 2; }
 done
 python -c "import sacremoses" 2>/dev/null || { echo "prepare_iwslt14.sh: pip install sacremoses" >&2; exit 2; }
 
-ORIG="$OUT/orig"; TOK="$OUT/tok"; BPE="$OUT/bpe"; BIN="$OUT/bin"
-mkdir -p "$ORIG" "$TOK" "$BPE"
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+ORIG="$OUT/orig"; TOK="$OUT/tok"; BIN="$OUT/bin"
+mkdir -p "$ORIG" "$TOK"
 if [[ -z "$TGZ" ]]; then
   TGZ="$ORIG/de-en.tgz"
   if [[ ! -s "$TGZ" ]]; then
@@ -101,18 +102,7 @@ for l in de en; do
       "$TOK"/IWSLT14.TED.tst2012.de-en.$l > "$TOK/test.$l"
 done
 
-echo "learning joint BPE ($BPE_SIZE merges)"
-cat "$TOK/train.de" "$TOK/train.en" | subword-nmt learn-bpe -s "$BPE_SIZE" > "$BPE/code.tmp"
-mv "$BPE/code.tmp" "$BPE/code"
-for l in de en; do
-  for s in train valid test; do
-    subword-nmt apply-bpe -c "$BPE/code" < "$TOK/$s.$l" > "$BPE/$s.$l"
-  done
-done
-
-echo "binarizing"
-rm -rf "$BIN.tmp"
-fairseq-preprocess --source-lang de --target-lang en --trainpref "$BPE/train" --validpref "$BPE/valid" \
-  --testpref "$BPE/test" --destdir "$BIN.tmp" --workers "$WORKERS" >/dev/null
-rm -rf "$BIN"; mv "$BIN.tmp" "$BIN"
-echo "done: $BIN ($(wc -l < "$BPE/train.de") train, $(wc -l < "$BPE/valid.de") valid, $(wc -l < "$BPE/test.de") test)"
+echo "joint BPE ($BPE_SIZE merges) and binarizing (scripts/preprocess.sh)"
+bash "$REPO/scripts/preprocess.sh" --src de --tgt en --train "$TOK/train" --valid "$TOK/valid" --test "$TOK/test" \
+  --destdir "$BIN" --bpe subword-nmt --bpe-size "$BPE_SIZE" --workers "$WORKERS" --force
+echo "done: $BIN ($(wc -l < "$TOK/train.de") train, $(wc -l < "$TOK/valid.de") valid, $(wc -l < "$TOK/test.de") test)"
