@@ -8,9 +8,9 @@ Install with ``bash scripts/test.sh`` / ``bash scripts/demo.sh`` (they build ``.
 
 fairseq itself: PyPI's ``fairseq==0.12.2`` cannot be imported on Python >= 3.11 (dataclass
 mutable defaults), so on 3.11+ we depend on ``fairseq-fixed==0.12.3.1``, which installs the same
-``fairseq`` module.  On Python 3.8-3.10 we depend on upstream ``fairseq==0.12.2``.  If a ``fairseq``
-module is already importable (a source checkout installed with ``pip install -e``, say), set
-``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1`` when installing and we leave it alone.
+``fairseq`` module.  On Python 3.8-3.10 we depend on upstream ``fairseq==0.12.2``.  An upstream ``fairseq``
+distribution that is already installed (a source checkout installed with ``pip install -e``, say)
+is kept; ``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1`` skips the dependency altogether.
 """
 import os
 import re
@@ -41,11 +41,35 @@ install_requires = [
     "thulac>=0.2",
     "snownlp>=0.12",
 ]
-if not os.environ.get("FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP"):
-    if sys.version_info >= (3, 11):
-        install_requires.append("fairseq-fixed==0.12.3.1")
-    else:
-        install_requires.append("fairseq==0.12.2")
+
+
+def fairseq_requirement():
+    """Which distribution should provide the ``fairseq`` module (None: leave the installed one).
+
+    * ``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1``: never touch fairseq;
+    * an upstream ``fairseq`` distribution already installed (a source checkout, 0.12.2 on an
+      older Python): keep it, rather than installing a second distribution of the same module;
+    * otherwise ``fairseq-fixed==0.12.3.1`` on Python >= 3.11 (PyPI's fairseq 0.12.2 does not
+      import there) and ``fairseq==0.12.2`` on Python 3.8-3.10.
+    """
+    if os.environ.get("FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP"):
+        return None
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover  (Python < 3.8)
+        return "fairseq==0.12.2"
+    try:
+        found = version("fairseq")
+        print(f"fairseq-local: keeping the installed fairseq {found}", file=sys.stderr)
+        return None
+    except PackageNotFoundError:
+        pass
+    return "fairseq-fixed==0.12.3.1" if sys.version_info >= (3, 11) else "fairseq==0.12.2"
+
+
+_fairseq = fairseq_requirement()
+if _fairseq:
+    install_requires.append(_fairseq)
 
 setup(
     name="fairseq-local",

@@ -53,7 +53,7 @@ bash "$REPO_ROOT/scripts/train.sh" --data "$out/bin" --save-dir "$out/checkpoint
 
 say "step 4/5: fairseq-generate --beam 5 on the test split"
 bash "$REPO_ROOT/scripts/generate.sh" --data "$out/bin" --path "$out/checkpoints/checkpoint_best.pt" \
-  --out "$out/gen" --subset test --beam 5 2>"$out/generate.log" \
+  --out "$out/gen" --subset test --beam 5 -- --max-len-a 1.5 --max-len-b 10 2>"$out/generate.log" \
   || { tail -5 "$out/generate.log" >&2; die "generation failed (log: $out/generate.log)"; }
 echo "  e.g.  hyp: $(head -1 "$out/gen/hyp.txt")" >&2
 echo "        ref: $(head -1 "$out/gen/ref.txt")" >&2

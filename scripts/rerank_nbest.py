@@ -172,28 +172,16 @@ def tune(nb: NbestList, refs: Dict[int, str], lm, weights, lengths, tokenize) ->
 
 def lm_scorer(args) -> Callable[[List[str]], List[Tuple[float, int]]]:
     """Returns f(sentences) -> [(sum of log-probs, number of scored tokens)] using the LM."""
-    from fairseq import hub_utils
-
-    import fairseq_local  # noqa: F401
-
     import torch
 
-    kwargs = {"user_dir": os.path.join(REPO, "fairseq_local"), "max_tokens": args.lm_max_tokens}
-    if args.lm_bpe:
-        kwargs["bpe"] = args.lm_bpe
-        if args.lm_bpe_codes:
-            kwargs["bpe_codes"] = args.lm_bpe_codes
-            kwargs["sentencepiece_model"] = args.lm_bpe_codes
-    if args.lm_tokenizer:
-        kwargs["tokenizer"] = args.lm_tokenizer
-    if not os.path.isfile(args.lm):
-        raise NbestError(f"{args.lm}: no such checkpoint")
-    loaded = hub_utils.from_pretrained(os.path.dirname(os.path.abspath(args.lm)), os.path.basename(args.lm),
-                                       args.lm_data or os.path.dirname(os.path.abspath(args.lm)), **kwargs)
-    hub = hub_utils.GeneratorHubInterface(loaded["args"], loaded["task"], loaded["models"]).eval()
-    if torch.cuda.is_available() and not args.cpu:
-        hub.cuda()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from sample_lm import load_hub
 
+    try:
+        hub = load_hub(args.lm, args.lm_data, args.lm_bpe, args.lm_bpe_codes, args.lm_tokenizer, args.cpu,
+                       max_tokens=args.lm_max_tokens)
+    except FileNotFoundError as e:
+        raise NbestError(str(e)) from None
     model = hub.models[0]
     d = hub.task.source_dictionary
     eos, pad = d.eos(), d.pad()

@@ -23,26 +23,27 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def load_hub(args):
+def load_hub(path, data=None, bpe=None, bpe_codes=None, tokenizer=None, cpu=False, **overrides):
+    """Any fairseq LM checkpoint as a ``GeneratorHubInterface`` (also used by rerank_nbest.py)."""
     import torch
     from fairseq import hub_utils
 
     import fairseq_local  # noqa: F401
 
-    if not os.path.isfile(args.path):
-        raise SystemExit(f"sample_lm.py: error: {args.path}: no such checkpoint")
-    kwargs = {"user_dir": os.path.join(REPO, "fairseq_local")}
-    if args.bpe:
-        kwargs["bpe"] = args.bpe
-        if args.bpe_codes:
-            kwargs["bpe_codes"] = args.bpe_codes
-            kwargs["sentencepiece_model"] = args.bpe_codes
-    if args.tokenizer:
-        kwargs["tokenizer"] = args.tokenizer
-    loaded = hub_utils.from_pretrained(os.path.dirname(os.path.abspath(args.path)), os.path.basename(args.path),
-                                       args.data or os.path.dirname(os.path.abspath(args.path)), **kwargs)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    kwargs = dict(overrides, user_dir=os.path.join(REPO, "fairseq_local"))
+    if bpe:
+        kwargs["bpe"] = bpe
+        if bpe_codes:
+            kwargs["bpe_codes"] = bpe_codes
+            kwargs["sentencepiece_model"] = bpe_codes
+    if tokenizer:
+        kwargs["tokenizer"] = tokenizer
+    loaded = hub_utils.from_pretrained(os.path.dirname(os.path.abspath(path)), os.path.basename(path),
+                                       data or os.path.dirname(os.path.abspath(path)), **kwargs)
     hub = hub_utils.GeneratorHubInterface(loaded["args"], loaded["task"], loaded["models"]).eval()
-    if torch.cuda.is_available() and not args.cpu:
+    if torch.cuda.is_available() and not cpu:
         hub.cuda()
     return hub
 
@@ -100,7 +101,10 @@ def main(argv=None):
     if not prompts:
         p.error("give --prompt, --prompts or --from-scratch N")
 
-    hub = load_hub(args)
+    try:
+        hub = load_hub(args.path, args.data, args.bpe, args.bpe_codes, args.tokenizer, args.cpu)
+    except FileNotFoundError as e:
+        p.error(str(e))
     lines = []
     for i, prompt in enumerate(prompts):
         lines.append(f"P-{i}\t{prompt}")

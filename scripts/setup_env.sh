@@ -33,7 +33,16 @@ if [ -f "$VENV/.fairseq_local_stamp" ] && [ "$(cat "$VENV/.fairseq_local_stamp")
 fi
 
 echo "[setup] installing into $VENV (first run compiles fairseq: a few minutes)" >&2
-pip_q() { python -m pip install --disable-pip-version-check -q "$@"; }
+_log="$VENV/.install.log"
+pip_q() {  # quiet pip; its full output is shown only when it fails
+  echo "[setup] pip install $*" >&2
+  if ! python -m pip install --disable-pip-version-check -q "$@" >>"$_log" 2>&1; then
+    grep -v "Location 'file:" "$_log" | tail -n 30 >&2
+    echo "[setup] error: 'pip install $*' failed (full log: $_log)" >&2
+    return 1
+  fi
+}
+: >"$_log"
 pip_q --upgrade pip
 if python -c "import torch" 2>/dev/null; then
   echo "[setup] torch $(python -c 'import torch; print(torch.__version__)') already present" >&2

@@ -207,6 +207,12 @@ def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
     n, s, e, w, p = unpack(toks[0].numpy())
     assert (0, 1) in zip(s, e) and len(p) == 7  # char segmenter first: primary path = characters
     assert batch["net_input"]["lat_in_mask"].shape[:2] == (2, 8) and "target" not in batch
+    # fairseq-interactive keeps only src_tokens/src_lengths: the task restores the lattice tensors
+    restored = task._restore_lattices(batch["net_input"]["src_tokens"])
+    for key, value in restored.items():
+        assert torch.equal(value, batch["net_input"][key]), key
+    with pytest.raises(ValueError, match="without lattice tensors"):
+        task._restore_lattices(torch.tensor([[5, 6, 7, 8, 9]]))
     with pytest.raises(LatticeError, match="input line 1: empty line"):
         task.get_interactive_tokens_and_lengths(["  "], lambda x: x)
 

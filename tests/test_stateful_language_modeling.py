@@ -13,7 +13,7 @@ from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
-from fairseq_local.tasks.stateful_language_modeling import BPTTState
+from fairseq_local.tasks.stateful_language_modeling import BPTTState, supports_bptt_state
 
 sys.path.insert(0, str(REPO / "scripts" / "analysis"))
 import parallel_cells_ensemble as ensemble_cli  # noqa: E402
@@ -38,6 +38,25 @@ def test_windows_are_contiguous_rows_of_the_stream():
     assert torch.equal(shard.rows, rows[2:3])
     with pytest.raises(ValueError, match="split x: 32 tokens cannot fill 20 streams"):
         StatefulBPTTDataset(stream, bsz=20, bptt=4, pad=1, name="x")
+
+
+def test_which_models_take_the_carried_state():
+    from fairseq.models import FairseqLanguageModel
+    from fairseq.models.lstm import LSTMDecoder
+
+    from fairseq_local.modules.recurrent_seq2seq import RecurrentLMDecoder
+
+    def lm_with(decoder_cls, flag=None):
+        model = object.__new__(FairseqLanguageModel)
+        torch.nn.Module.__init__(model)
+        object.__setattr__(model, "decoder", object.__new__(decoder_cls))
+        if flag is not None:
+            object.__setattr__(model, "supports_bptt_state", flag)
+        return model
+
+    assert supports_bptt_state(lm_with(RecurrentLMDecoder))  # its forward takes bptt_state
+    assert not supports_bptt_state(lm_with(LSTMDecoder))  # fairseq's lstm_lm decoder does not
+    assert not supports_bptt_state(lm_with(RecurrentLMDecoder, flag=False))
 
 
 def test_bptt_state_detach_and_per_owner():

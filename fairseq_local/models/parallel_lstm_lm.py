@@ -66,7 +66,6 @@ class ParallelCellLMDecoder(RecurrentLMDecoder):
 
 @register_model("parallel_lstm_lm", dataclass=ParallelLSTMLMConfig)
 class ParallelLSTMLanguageModel(FairseqLanguageModel):
-    supports_bptt_state = True  # see fairseq_local/tasks/stateful_language_modeling.py
 
     @classmethod
     def build_model(cls, args, task):

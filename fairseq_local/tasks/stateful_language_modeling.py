@@ -15,16 +15,18 @@ already provides the context).
 
 Model-side interface (generic: any recurrent LM can opt in, e.g. the parallel-cell and MC-RNN LMs)
 ----------------------------------------------------------------------------------------------
-* the model class sets ``supports_bptt_state = True``;
 * ``model(src_tokens, src_lengths, bptt_state=carry)`` reaches ``decoder.forward(..., bptt_state=carry)``
-  (``FairseqLanguageModel.forward`` passes extra keywords on);
+  (``FairseqLanguageModel.forward`` passes extra keywords on); a model opts in by its decoder's
+  ``forward`` having a ``bptt_state`` parameter (or explicitly, ``supports_bptt_state = True/False``
+  on the model class), as :class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder` does;
 * the decoder reads its initial state with ``carry.get(self)`` (``None`` = start from zeros) and stores
   its final state with ``carry.set(self, state)``. The state is any nest of tensors (e.g. a list of
   per-layer ``(h, c)``); the task detaches it between batches. Keys are per decoder object, so
   ensembles (``fairseq-eval-lm --path a.pt:b.pt``) keep one state per member.
-Models without ``supports_bptt_state`` still train and evaluate here, statelessly (with a warning);
+Other models still train and evaluate here, statelessly (with a warning);
 ``--no-carry-state`` forces that for every model (an ablation).
 """
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field
@@ -41,6 +43,17 @@ from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset, concat
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 20  # Zaremba et al. / the parallel-cells paper
+
+
+def supports_bptt_state(model) -> bool:
+    """Whether ``model`` (possibly DDP-wrapped) takes the carried state (see the module doc)."""
+    flag = getattr(model, "supports_bptt_state", None)
+    if flag is not None:
+        return bool(flag)
+    decoder = getattr(model, "decoder", None)
+    if decoder is None:
+        return False
+    return "bptt_state" in inspect.signature(decoder.forward).parameters
 
 
 class BPTTState:
@@ -138,7 +151,7 @@ class StatefulLanguageModelingTask(FairseqTask):
     # ------------------------------------------------------------------ carrying the state
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        if not getattr(model, "supports_bptt_state", False):
+        if not supports_bptt_state(model):
             self._all_models_stateful = False
         return model
 
@@ -160,12 +173,12 @@ class StatefulLanguageModelingTask(FairseqTask):
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         # a dummy batch (ignore_grad) must not advance the carried state
-        stateful = getattr(model, "supports_bptt_state", False) and not ignore_grad
+        stateful = supports_bptt_state(model) and not ignore_grad
         self._attach_state(sample, stateful)
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def valid_step(self, sample, model, criterion):
-        self._attach_state(sample, getattr(model, "supports_bptt_state", False))
+        self._attach_state(sample, supports_bptt_state(model))
         return super().valid_step(sample, model, criterion)
 
     def eval_lm_dataloader(self, dataset, max_tokens=None, batch_size=None, max_positions=None,

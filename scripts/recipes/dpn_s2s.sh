@@ -4,24 +4,27 @@
 # table (Table 5) and the four-flow heatmaps of one sentence (Figure 2).
 #
 #   bash scripts/recipes/dpn_s2s.sh --row ROW --data BIN_DIR [--subset test] [--refs "R1 R2 .."] [--cpu]
-#        [--no-train] [-- HYDRA_OVERRIDES...]
+#        [--source-lang L --target-lang L] [--save-dir DIR] [--no-train] [-- HYDRA_OVERRIDES...]
 #
 # ROW: table1_{dpn_s2s,wider_cnn,deeper_cnn,wider_san,deeper_san} (IWSLT14, beam 5),
 #      table2_{dpn_s2s,cnn,san} (NIST, beam 10), table3_dpn_s2s (Gigaword, beam 5, min length 14,
 #      ROUGE), table4_m1 .. table4_m9 (IWSLT14 ablations).  --refs: reference files for multi-reference
 #      BLEU (NIST); default: the references stored in the binarized subset.
-# Checkpoints and outputs: checkpoints/dpn_s2s/ROW/ (override with checkpoint.save_dir=...).
+# Checkpoints and outputs: checkpoints/dpn_s2s/ROW/ (or --save-dir DIR).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-ROW=""; DATA=""; SUBSET=test; REFS=""; CPU=(); TRAIN=1
+ROW=""; DATA=""; SUBSET=test; REFS=""; CPU=(); TRAIN=1; SRC=""; TGT=""; SAVE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --row) ROW="$2"; shift 2 ;;
     --data) DATA="$2"; shift 2 ;;
     --subset) SUBSET="$2"; shift 2 ;;
     --refs) REFS="$2"; shift 2 ;;
+    --source-lang) SRC="$2"; shift 2 ;;
+    --target-lang) TGT="$2"; shift 2 ;;
     --cpu) CPU=(common.cpu=true); shift ;;
     --no-train) TRAIN=0; shift ;;
+    --save-dir) SAVE="$2"; shift 2 ;;
     --) shift; break ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "dpn_s2s.sh: unknown option $1" >&2; exit 2 ;;
@@ -31,20 +34,22 @@ CFG="$REPO/configs/dpn_s2s/$ROW.yaml"
 [[ -n "$ROW" && -f "$CFG" ]] || { echo "dpn_s2s.sh: --row '$ROW': no $CFG" >&2; exit 2; }
 [[ -n "$DATA" && -d "$DATA" ]] || { echo "dpn_s2s.sh: --data BIN_DIR is required and must exist (got '$DATA')" >&2; exit 2; }
 DATA="$(cd "$DATA" && pwd)"
-SAVE="$REPO/checkpoints/dpn_s2s/$ROW"
-mkdir -p "$SAVE"
+SAVE="${SAVE:-$REPO/checkpoints/dpn_s2s/$ROW}"
+mkdir -p "$SAVE"; SAVE="$(cd "$SAVE" && pwd)"
 GEN=(--beam 5); SCORE=(); LANGS=()
 case "$ROW" in
-  table2_*) GEN=(--beam 10) ;;
+  table2_*) GEN=(--beam 10); SCORE=(--lowercase) ;;
   table3_*) GEN=(--beam 5 --min-len 14); SCORE=(--rouge) ;;
 esac
-src=$(sed -n 's/^  source_lang: //p' "$CFG"); tgt=$(sed -n 's/^  target_lang: //p' "$CFG")
-LANGS=(--source-lang "$src" --target-lang "$tgt")
+SRC=${SRC:-$(sed -n 's/^  source_lang: //p' "$CFG")}; TGT=${TGT:-$(sed -n 's/^  target_lang: //p' "$CFG")}
+[[ -f "$DATA/dict.$SRC.txt" && -f "$DATA/dict.$TGT.txt" ]] || {
+  echo "dpn_s2s.sh: $DATA has no dict.$SRC.txt / dict.$TGT.txt (pass --source-lang/--target-lang)" >&2; exit 2; }
+LANGS=(--source-lang "$SRC" --target-lang "$TGT")
 
 if [[ $TRAIN == 1 ]]; then
   fairseq-hydra-train --config-dir "$REPO/configs/dpn_s2s" --config-name "$ROW" \
     task.data="$DATA" common.user_dir="$REPO/fairseq_local" checkpoint.save_dir="$SAVE" \
-    hydra.run.dir="$SAVE/hydra" "${CPU[@]}" "$@"
+    task.source_lang="$SRC" task.target_lang="$TGT" hydra.run.dir="$SAVE/hydra" "${CPU[@]}" "$@"
 fi
 CKPT="$SAVE/checkpoint_best.pt"
 [[ -f "$CKPT" ]] || { echo "dpn_s2s.sh: no checkpoint $CKPT (train first, without --no-train)" >&2; exit 1; }

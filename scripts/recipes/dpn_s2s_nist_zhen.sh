@@ -2,10 +2,14 @@
 # DPN-S2S on NIST Chinese-English (Table 2): train a row on data prepared by
 # scripts/recipes/prepare_nist_zhen.sh (user-supplied LDC corpora; the paper learns a separate 25k BPE
 # per side and uses NIST03 as valid, NIST04/05/06/08/12 as test sets), decode each test set with
-# beam 10 and score it against its four references.
+# beam 10 and score it against its four references (lowercased BLEU). Prepare with
+#   bash scripts/recipes/prepare_nist_zhen.sh --out NIST --mode bpe --bpe-size 25000 --valid mt03 \
+#     --train-zh "..." --train-en "..." --set mt03=..,.. --set mt04=..,.. --set mt05=..,.. \
+#     --set mt06=..,.. --set mt08=..,.. --set mt12=..,..
+# then: bash scripts/recipes/dpn_s2s_nist_zhen.sh --data NIST/bin-bpe --refs-dir NIST/refs
 #
 #   bash scripts/recipes/dpn_s2s_nist_zhen.sh --data BIN_DIR [--rows "table2_dpn_s2s table2_cnn table2_san"]
-#        [--subsets "test:nist04 test1:nist05 test2:nist06 test3:nist08 test4:nist12"] [--refs-dir DIR]
+#        [--subsets "test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"] [--refs-dir DIR]
 #        [--cpu] [-- HYDRA_OVERRIDES...]
 #
 # --subsets maps fairseq subsets of BIN_DIR to test-set names; with --refs-dir the references are
@@ -13,7 +17,7 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 DATA=""; ROWS="table2_dpn_s2s table2_cnn table2_san"; REFS_DIR=""; CPU=()
-SUBSETS="test:nist04 test1:nist05 test2:nist06 test3:nist08 test4:nist12"
+SUBSETS="test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --data) DATA="$2"; shift 2 ;;
@@ -22,7 +26,7 @@ while [[ $# -gt 0 ]]; do
     --refs-dir) REFS_DIR="$2"; shift 2 ;;
     --cpu) CPU=(--cpu); shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "dpn_s2s_nist_zhen.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
