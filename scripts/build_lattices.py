@@ -32,6 +32,7 @@ from fairseq_local.data.lattice import (  # noqa: E402
     parallel_map,
 )
 
+
 def _read_lines(path):
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\r\n") for line in f]

@@ -288,3 +288,27 @@ def test_bad_configurations_fail_clearly():
         GenCNNBody(E, 3, [(3, 4, 4), (3, 4, 4)], 4)
     with pytest.raises(ValueError, match="TIME-FLOW maps only"):
         make_decoder(beta_layers="(3,4,2),(2,3,0)")
+
+
+@pytest.mark.parametrize("name", ["table2_ptb_gencnn", "table3_fbis_gencnn", "table3_fbis_time_arrow_only",
+                                  "table3_fbis_time_flow_only", "table3_fbis_alpha_only"])
+def test_hydra_yaml_rows(name):
+    """Every Table 2-3 YAML names only real config fields, and its row's switch is set."""
+    import dataclasses
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parent.parent / "configs" / "gencnn" / f"{name}.yaml")
+    model = OmegaConf.to_container(cfg.model)
+    assert model.pop("_name") == "gencnn"
+    fields = {f.name for f in dataclasses.fields(GenCNNConfig)}
+    assert set(model) <= fields, set(model) - fields
+    assert (model["alpha_length"], model["beta_length"], model["fc_dim"]) == (30, 20, 400)
+    expect = {"time_arrow_only": ("time_arrow", False), "time_flow_only": ("time_flow", False),
+              "alpha_only": ("both", True)}.get(name.split("fbis_")[-1], ("both", False))
+    assert (model["alpha_map_kinds"], model["no_beta"]) == expect
+    assert cfg.optimizer._name == "adagrad" and cfg.task.sample_break_mode == "eos"
+    dec = make_decoder(alpha_map_kinds=model["alpha_map_kinds"], no_beta=model["no_beta"],
+                       adaptive_softmax_cutoff="8,16" if model["adaptive_softmax_cutoff"] else None)
+    assert (dec.adaptive_softmax is not None) == name.startswith("table3")

@@ -31,7 +31,7 @@ class MCRNNConfig(RNNSearchConfig):
                 "(mean of the block's previous cells, like Eq. 2)"})
     mc_weight_space: str = field(default="hidden", metadata={
         "help": "W_j of Eq. 2: 'hidden' (H x H, then the cell's W_hh; literal, fewer multiply-adds) or "
-                "'gates' (learned in the cell's gate space, no W_hh; matches the paper's parameter counts)"})
+                "'gates' (learned in the cell's gate space, no W_hh; matches the paper's IWSLT14 parameter counts)"})
 
 
 def check_mc_options(cfg):

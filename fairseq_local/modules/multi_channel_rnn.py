@@ -42,8 +42,9 @@ s lives in R^{N_h}) and the cell keeps its own W_hh; DropConnect drops entries o
 ``weight_space="gates"`` learns W_j directly in the cell's gate space (G*H x H, i.e. the folded
 W_hh W_j; no separate W_hh; k = 1 is then exactly a standard cell), one product per step, and the
 GRU interpolates with the block mean (1/m) sum_j h_{t-j}; DropConnect drops entries of the W_j.
-Its parameter increments over the baseline match the paper's Tables 2/3/5 (+3M/+4M/+6M), at
-4k^2 H^2 instead of k^2 H^2 + 4k H^2 multiply-adds per step.
+Its parameter increments over the baseline match the paper's IWSLT14 rows (Tables 2/5:
++3M/+4M/+6M; the Gigaword rows are closer to "hidden"), at 4k^2 H^2 instead of k^2 H^2 + 4k H^2
+multiply-adds per step.
 """
 from typing import Optional, Tuple
 

@@ -6,38 +6,43 @@
 #   bash scripts/recipes/gencnn_rerank_demo.sh [--out DIR] [--minutes M] [--nbest N] [--lm-arch A --lm-args "..."]
 #   --out DIR      work directory (default: gencnn_rerank_demo/), replaced on each run
 #   --minutes M    training budget of each model (default 3)
+#   --mt-minutes M training budget of the translation model only (default: --minutes)
 #   --nbest N      hypotheses per sentence (default 10)
 #   --lm-arch A    LM architecture (default: gencnn, small: L_α 12, L_β 8); any fairseq LM works,
 #   --lm-args S    with its own size arguments (default: the small genCNN's)
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT=gencnn_rerank_demo; MIN=3; NBEST=10; LM_ARCH=gencnn
+OUT=gencnn_rerank_demo; MIN=3; MT_MIN=; NBEST=10; LM_ARCH=gencnn
 LM_ARGS='--alpha-length 12 --beta-length 8 --decoder-embed-dim 64 --alpha-layers (3,64,64),(3,48,48) --beta-layers (3,64,0),(3,64,0) --fc-dim 128' 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --minutes) MIN="$2"; shift 2 ;;
+    --mt-minutes) MT_MIN="$2"; shift 2 ;;
     --nbest) NBEST="$2"; shift 2 ;;
     --lm-arch) LM_ARCH="$2"; shift 2 ;;
     --lm-args) LM_ARGS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "gencnn_rerank_demo.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[[ "$MIN" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "gencnn_rerank_demo.sh: --minutes must be a number" >&2; exit 2; }
+MT_MIN=${MT_MIN:-$MIN}
+for m in "$MIN" "$MT_MIN"; do
+  [[ "$m" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "gencnn_rerank_demo.sh: --minutes/--mt-minutes must be numbers" >&2; exit 2; }
+done
 [[ "$NBEST" =~ ^[1-9][0-9]*$ ]] || { echo "gencnn_rerank_demo.sh: --nbest must be a positive integer" >&2; exit 2; }
-HOURS=$(python -c "print($MIN / 60)")
+HOURS=$(python -c "print($MIN / 60)"); MT_HOURS=$(python -c "print($MT_MIN / 60)")
 rm -rf "$OUT"; mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
 USER_DIR="$REPO/fairseq_local"
 python "$REPO/scripts/make_synthetic_corpus.py" "$OUT/raw" --train 4000 --valid 300 --test 300 --seed 1
 fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$OUT/raw/train" --validpref "$OUT/raw/valid" \
-  --testpref "$OUT/raw/test" --destdir "$OUT/mt-bin" --workers 1 > "$OUT/preprocess.log"
+  --testpref "$OUT/raw/test" --destdir "$OUT/mt-bin" --workers 1 > "$OUT/preprocess.log" 2>&1
 # the LM shares the translation model's target dictionary, so it reads the hypotheses as they are
 fairseq-preprocess --only-source --srcdict "$OUT/mt-bin/dict.tgt.txt" --trainpref "$OUT/raw/train.tgt" \
-  --validpref "$OUT/raw/valid.tgt" --destdir "$OUT/lm-bin" --workers 1 >> "$OUT/preprocess.log"
+  --validpref "$OUT/raw/valid.tgt" --destdir "$OUT/lm-bin" --workers 1 >> "$OUT/preprocess.log" 2>&1
 fairseq-train "$OUT/mt-bin" --user-dir "$USER_DIR" --arch rnnsearch --encoder-layers 1 --decoder-layers 1 \
   --encoder-embed-dim 64 --encoder-hidden-size 64 --decoder-embed-dim 64 --decoder-hidden-size 64 \
-  --optimizer adam --lr 0.003 --clip-norm 1 --max-tokens 2000 --stop-time-hours "$HOURS" --max-epoch 50 \
+  --optimizer adam --lr 0.003 --clip-norm 1 --max-tokens 2000 --stop-time-hours "$MT_HOURS" --max-epoch 50 \
   --save-dir "$OUT/mt-ckpt" --no-epoch-checkpoints --no-progress-bar --log-format simple --log-interval 50 \
   > "$OUT/mt-train.log" 2>&1
 for split in valid test; do

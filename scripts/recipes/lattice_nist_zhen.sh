@@ -61,6 +61,6 @@ for row in $ROWS; do
     for r in "$REFS/$name".ref*; do tok_lc "$r" "$out.$(basename "$r").tok"; refs+=(--ref "$out.$(basename "$r").tok"); done
     [ ${#refs[@]} -gt 0 ] || die "no references $REFS/$name.ref*"
     echo "== $row $name${ONEBEST:+ (1-best chains)}"
-    bash "$REPO/scripts/score.sh" "${refs[@]}" --hyp "$out.hyp" | tee "$out.score"
+    bash "$REPO/scripts/score.sh" --lowercase "${refs[@]}" --hyp "$out.hyp" | tee "$out.score"
   done
 done

@@ -14,7 +14,7 @@
 #      baseline) and character chains (character-level baseline), scripts/build_lattices.py;
 #   3. binarize each with scripts/preprocess_lattices.py (word types seen >= THRESHOLD times, 50k cap);
 #   4. unless PREP_ONLY=1: train DWL+gating, word-level and char-level RNNSearch for MINUTES minutes
-#      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive BLEU.
+#      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive BLEU (scripts/score.sh).
 # Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), ARCH_ARGS (smaller than the paper's sizes,
 # for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY.
 set -euo pipefail
@@ -86,10 +86,10 @@ for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_c
       > "$WORK/train.$kind.log" 2>&1
   nice -n 10 fairseq-generate "$WORK/bin/$kind" --user-dir "$REPO/fairseq_local" --task lattice_translation \
       --path "$ckpt/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --cpu \
-      --max-len-a 1.5 --max-len-b 10 --results-path "$WORK/gen.$kind" > /dev/null
+      --max-len-a 1.5 --max-len-b 10 --results-path "$WORK/gen.$kind" > "$WORK/gen.$kind.log" 2>&1
   grep ^H- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f3 > "$WORK/gen.$kind/hyp.txt"
   grep ^T- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f2 > "$WORK/gen.$kind/ref.txt"
-  bleu=$(sacrebleu -lc -tok none -b "$WORK/gen.$kind/ref.txt" -i "$WORK/gen.$kind/hyp.txt")
   updates=$(grep -o "num_updates [0-9]*" "$WORK/train.$kind.log" | tail -1 || true)
-  echo "$kind ($arch): valid BLEU (case-insensitive, tokenized) = $bleu after $MINUTES min, $updates"
+  echo "== $kind ($arch) after $MINUTES min, $updates: valid BLEU (case-insensitive)"
+  bash "$REPO/scripts/score.sh" --lowercase --ref "$WORK/gen.$kind/ref.txt" --hyp "$WORK/gen.$kind/hyp.txt" 2>/dev/null
 done
