@@ -18,7 +18,9 @@ length so both models do the same number of steps.  Peak memory is ``max_memory_
 CUDA; on CPU it is parameters + gradients + Adam state + the tensors autograd saves for backward
 during one training step (deduplicated by storage).
 
-The last line is exactly ``ratio train_tokens_per_s A/B = X.XX``.
+Each round times A and B back to back on the same batches; the reported ratio is the median of
+the per-round ratios (robust to a machine whose speed drifts), with their min and max as the
+spread.  The last line is exactly ``ratio train_tokens_per_s A/B = X.XX``.
 """
 import argparse
 import json
@@ -56,7 +58,7 @@ def parse_args(argv=None):
     p.add_argument("--task-args", default="", help="extra fairseq task args for both")
     p.add_argument("--steps", type=int, default=20, help="timed training steps per model")
     p.add_argument("--warmup", type=int, default=3, help="untimed training steps per model")
-    p.add_argument("--rounds", type=int, default=4, help="alternations of A and B")
+    p.add_argument("--rounds", type=int, default=5, help="alternations of A and B")
     p.add_argument("--max-tokens", type=int, default=2000, help="target tokens per batch")
     p.add_argument("--src-len", type=int, default=25, help="synthetic source length")
     p.add_argument("--tgt-len", type=int, default=25, help="synthetic target length")
@@ -216,12 +218,22 @@ class Runner:
         state = sum(p.numel() * p.element_size() for p in self.model.parameters()) * 4  # w, grad, adam m, v
         return (total[0] + state) / 2**20
 
+    def inference_model(self):
+        """A copy prepared as fairseq-generate prepares a loaded model (weight norm removed...)."""
+        if getattr(self, "_inference_model", None) is None:
+            import copy
+
+            m = copy.deepcopy(self.model).eval()
+            m.prepare_for_inference_(self.cfg)
+            self._inference_model = m
+        return self._inference_model
+
     def generate(self, batches):
         from fairseq.sequence_generator import SequenceGenerator
 
         a = self.args
-        self.model.eval()
-        gen = SequenceGenerator([self.model], self.task.target_dictionary, beam_size=a.beam, max_len_a=0,
+        model = self.inference_model()
+        gen = SequenceGenerator([model], self.task.target_dictionary, beam_size=a.beam, max_len_a=0,
                                 max_len_b=a.gen_len, min_len=a.gen_len)
         n = 0
         sync()
@@ -232,9 +244,9 @@ class Runner:
                     prefix = b["net_input"]["src_tokens"][:, 1:4]
                     s = {"net_input": {"src_tokens": prefix, "src_lengths": torch.full((prefix.size(0),), 3,
                                                                                       device=prefix.device)}}
-                    gen.generate([self.model], s, prefix_tokens=prefix)
+                    gen.generate([model], s, prefix_tokens=prefix)
                 else:
-                    gen.generate([self.model], {"net_input": {k: v for k, v in b["net_input"].items()
+                    gen.generate([model], {"net_input": {k: v for k, v in b["net_input"].items()
                                                               if k != "prev_output_tokens"}})
                 n += b["nsentences"]
         sync()
@@ -282,15 +294,28 @@ def measure(args):
         chunk = timed[i * per:(i + 1) * per]
         for r in ((a, b) if i % 2 == 0 else (b, a)):
             r.timed(chunk)
+    # paired rounds: A and B ran back to back on the same batches, so the per-round ratio cancels
+    # slow drifts of the machine; the headline ratio is their median
+    paired = [tb / ta for ta, tb in zip(a.times, b.times)]
     rows = []
     for r in (a, b):
         row = {"model": r.name, "arch": r.arch, "params": r.params,
                "train_tokens_per_s": r.tokens / sum(r.times),
                "round_spread": (max(r.times) - min(r.times)) / statistics.mean(r.times) if len(r.times) > 1 else 0.0,
                "peak_mem_mib": r.peak_memory_mib(batches[0])}
-        if not args.no_generate:
-            row["gen_sent_per_s"] = r.generate(gen_batches(batches, args))
         rows.append(row)
+    if not args.no_generate:
+        gb = gen_batches(batches, args)
+        for r in (a, b):  # warm-up (first call builds caches), then alternate batch by batch
+            r.generate(gb[:1])
+        speeds = {"A": [], "B": []}
+        for i, batch in enumerate(gb):
+            for r in ((a, b) if i % 2 == 0 else (b, a)):
+                speeds[r.name].append(batch["nsentences"] / r.generate([batch]))
+        for row in rows:
+            row["gen_sent_per_s"] = sum(bt["nsentences"] for bt in gb) / sum(speeds[row["model"]])
+    ratio = {"train_ratio": statistics.median(paired), "train_ratio_min": min(paired),
+             "train_ratio_max": max(paired)}
     scaling = []
     if args.lengths:
         for length in args.lengths:
@@ -303,10 +328,10 @@ def measure(args):
                 entry[f"{r.name}_ms_per_batch"] = 1000 * sum(r.times) / len(lb[1:])
                 entry[f"{r.name}_tokens_per_s"] = r.tokens / sum(r.times)
             scaling.append(entry)
-    return rows, scaling
+    return rows, scaling, ratio
 
 
-def report(args, rows, scaling):
+def report(args, rows, scaling, ratio):
     print(f"device={args.device} threads={torch.get_num_threads()} task={args.task} "
           f"data={args.data or 'synthetic'} max_tokens={args.max_tokens} steps={args.steps} rounds={args.rounds}")
     hdr = f"{'':2} {'arch':32} {'params':>12} {'train tok/s':>12} {'spread':>7} {'gen sent/s':>11} {'peak MiB':>9}"
@@ -327,7 +352,9 @@ def report(args, rows, scaling):
                   f"B x{e['B_ms_per_batch'] / base['B_ms_per_batch']:.2f} vs length {base['length']})")
     if "gen_sent_per_s" in rows[0]:
         print(f"ratio gen_sent_per_s A/B = {rows[0]['gen_sent_per_s'] / rows[1]['gen_sent_per_s']:.2f}")
-    print(f"ratio train_tokens_per_s A/B = {rows[0]['train_tokens_per_s'] / rows[1]['train_tokens_per_s']:.2f}")
+    print(f"paired rounds: A/B train ratio median {ratio['train_ratio']:.2f}, "
+          f"min {ratio['train_ratio_min']:.2f}, max {ratio['train_ratio_max']:.2f} over {args.rounds} rounds")
+    print(f"ratio train_tokens_per_s A/B = {ratio['train_ratio']:.2f}")
 
 
 def main(argv=None):
@@ -336,13 +363,13 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=FutureWarning)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows, scaling = measure(args)
+    rows, scaling, ratio = measure(args)
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"args": {k: v for k, v in vars(args).items()}, "rows": rows, "scaling": scaling}, f, indent=2)
+            json.dump({"args": vars(args), "rows": rows, "scaling": scaling, **ratio}, f, indent=2)
         os.replace(tmp, args.json)
-    report(args, rows, scaling)
+    report(args, rows, scaling, ratio)
 
 
 if __name__ == "__main__":

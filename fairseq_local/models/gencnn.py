@@ -5,11 +5,12 @@ convolutions with gating (layers in :mod:`fairseq_local.modules.gencnn_layers`).
         --arch gencnn --optimizer adagrad --lr 0.05 --batch-size 500 ...
     fairseq-eval-lm data-bin/ptb --user-dir fairseq_local --path checkpoints/checkpoint_best.pt
 
-Archs (Section 4.1 and Table 3): ``gencnn_paper`` (= ``gencnn``, the dataclass defaults; paper: L_α 30, L_β 20, αCNN 150/100 TIME-FLOW + as
-many TIME-ARROW maps, FC 400 sigmoid, ReLU convolutions, embeddings 100, βCNN 2 × 150 TIME-FLOW),
-``gencnn_time_arrow_only`` / ``gencnn_time_flow_only`` (the same number of maps, all of one kind),
-``gencnn_alpha_only`` (no βCNN: history beyond L_α is dropped).  The variants are switches
-(``--alpha-map-kinds``, ``--no-beta``), so any size can be combined with any variant.
+Archs (Section 4.1 and Table 3): ``gencnn_paper`` (= ``gencnn``, the dataclass defaults; paper:
+L_α 30, L_β 20, αCNN 150/100 TIME-FLOW + as many TIME-ARROW maps, FC 400 sigmoid, ReLU
+convolutions, embeddings 100, βCNN 2 × 150 TIME-FLOW), ``gencnn_time_arrow_only`` /
+``gencnn_time_flow_only`` (the same number of maps, all of one kind), ``gencnn_alpha_only`` (no
+βCNN: history beyond L_α is dropped).  The variants are switches (``--alpha-map-kinds``,
+``--no-beta``), so any size can be combined with any variant.
 
 Softmax: full, or fairseq's adaptive softmax (``--adaptive-softmax-cutoff``, criterion
 ``adaptive_loss``) in place of the paper's 200-cluster factorisation.  ``--embed-path`` initialises

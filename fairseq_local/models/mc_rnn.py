@@ -79,3 +79,14 @@ mc_rnn_iwslt_de_en_4 = _mc_arch("mc_rnn_iwslt_de_en_4", rnnsearch_iwslt_de_en, 4
 mc_rnn_gigaword_2 = _mc_arch("mc_rnn_gigaword_2", rnnsearch_gigaword, 2, "Table 3: MC-RNN-2, Gigaword (4 layers).")
 mc_rnn_gigaword_3 = _mc_arch("mc_rnn_gigaword_3", rnnsearch_gigaword, 3, "Table 3: MC-RNN-3, Gigaword (4 layers).")
 mc_rnn_gigaword_4 = _mc_arch("mc_rnn_gigaword_4", rnnsearch_gigaword, 4, "Table 3: MC-RNN-4, Gigaword (4 layers).")
+
+
+@register_model_architecture("mc_rnn", "mc_rnn_demo")
+def mc_rnn_demo(args):
+    """Small MC-RNN-2 (1 bidirectional encoder layer, 1 decoder layer, 128 units) that learns
+    ``scripts/demo.sh``'s synthetic corpus within minutes on 2 CPU cores."""
+    set_defaults(args, mc_channels=2, encoder_layers=1, decoder_layers=1, encoder_embed_dim=128,
+                 decoder_embed_dim=128, encoder_hidden_size=128, decoder_hidden_size=128, attention_dim=128,
+                 dropout=0.1)
+    rnnsearch_iwslt_de_en(args)
+    fill_defaults(args, MCRNNConfig)

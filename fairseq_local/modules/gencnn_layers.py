@@ -32,8 +32,9 @@ computed once per position and gathered (unfold) by every window that contains i
 differs per window, so its contribution is corrected exactly on the (linear) pre-activations at
 window location 0.  TIME-ARROW maps (one weight matrix per window location) act on the gathered
 windows as one batched matrix product over locations; so do the higher layers (their gating pairs
-are aligned to each window's end, so neighbouring windows do not share them).  ``forward_windows`` is the same computation for
-explicit windows (used for incremental decoding).
+are aligned to each window's end: only windows with the same alignment, 2^l classes at layer l,
+could share them; that sharing is not implemented).
+``forward_windows`` is the same computation for explicit windows (used for incremental decoding).
 
 ``GenCNNBody`` wires αCNN and the recursive βCNN (Section 3.3, Figure 4): ``S(e)``, the βCNN summary
 of the history ending at position ``e``, reads the slot ``S(e - L_β)`` and the words

@@ -18,6 +18,7 @@ loop, and each step's block-diagonal recurrence is one ``torch.baddbmm`` over th
 (weights ``[n, k, G*k]``); there is no loop over cells. For LSTM cells the time loop is one autograd
 node (``_BlockDiagonalLSTM``) with a hand-written backward: the recurrent weight gradient is one
 batched product over all steps instead of T small ones (tested against autograd and nn.LSTM).
+With ``wide = 1`` (a standard LSTM), unpadded multi-step calls use torch's fused LSTM kernel.
 
 Parameters per layer (input size I, G = 4 gates for LSTM, 3 for GRU, 1 for vanilla):
     input weights      G * m * I          (every cell reads the full input)
@@ -128,6 +129,9 @@ class ParallelCellRNNLayer(nn.Module):
             state = self.zero_state(B, x)
         if T == 0:
             return x.new_zeros(0, B, self.hidden_size), tuple(state)
+        if (self.cell == "lstm" and n == 1 and T > 1 and padding_mask is None and not self.masked_cells
+                and not self.force_autograd):
+            return self._fused_standard_lstm(x, state)
         h, *rest = [self._cells_first(s) for s in state]
         c = rest[0] if rest else None
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
@@ -177,6 +181,15 @@ class ParallelCellRNNLayer(nn.Module):
         out = torch.stack(outs, 0).transpose(1, 2).reshape(T, B, self.hidden_size)
         new_state = (h, c) if self.cell == "lstm" else (h,)
         return out, tuple(self._batch_first(s) for s in new_state)
+
+    def _fused_standard_lstm(self, x: Tensor, state: State) -> Tuple[Tensor, State]:
+        """wide=1 is exactly a standard LSTM: run whole unpadded sequences through torch's fused
+        kernel (oneDNN on CPU, cuDNN on GPU), as ``torch.nn.LSTM`` does."""
+        h0, c0 = state
+        weights = [self.weight_ih, self.weight_hh[0].t().contiguous(), self.bias, self.bias.new_zeros(self.bias.shape)]
+        out, h, c = torch.lstm(x, (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()), weights,
+                               True, 1, 0.0, self.training, False, False)
+        return out, (h[0], c[0])
 
     # ------------------------------------------------------------------ conversion
     @torch.no_grad()
