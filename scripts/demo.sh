@@ -5,12 +5,12 @@
 # usage: bash scripts/demo.sh [--out DIR] [--arch ARCH] [--minutes M] [--train-size N]
 #   --out DIR        work directory (default: demo_out/); it is replaced on each run
 #   --arch ARCH      architecture to train (default: mc_rnn_demo, a small MC-RNN-3)
-#   --minutes M      training time budget in minutes (default: 5)
+#   --minutes M      training time budget in minutes (default: 3)
 #   --train-size N   synthetic training pairs (default: 6000)
 # Needs nothing installed: the first run builds .venv (see scripts/setup_env.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-out="$REPO_ROOT/demo_out" arch="${DEMO_ARCH:-mc_rnn_demo}" minutes=5 ntrain=6000
+out="$REPO_ROOT/demo_out" arch="${DEMO_ARCH:-mc_rnn_demo}" minutes=3 ntrain=6000
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage_from_header; exit 0 ;;
@@ -45,7 +45,7 @@ say "step 3/5: fairseq-train --arch $arch (budget ${minutes} min; progress below
 hours=$(python -c "print($minutes/60)")
 bash "$REPO_ROOT/scripts/train.sh" --data "$out/bin" --save-dir "$out/checkpoints" --arch "$arch" --cpu -- \
   --optimizer adam --lr 0.003 --clip-norm 1.0 --lr-scheduler inverse_sqrt --warmup-updates 100 \
-  --max-tokens 2000 --max-epoch 60 --stop-time-hours "$hours" --criterion label_smoothed_cross_entropy \
+  --max-tokens 2000 --max-epoch 30 --stop-time-hours "$hours" --criterion label_smoothed_cross_entropy \
   --label-smoothing 0.1 --no-epoch-checkpoints --log-format simple --log-interval 50 --num-workers 0 \
   --seed 1 2>&1 | grep --line-buffered -E "epoch [0-9]+ \| (loss|valid)|\| valid on|done training|Error|error" \
   | sed -u 's/^.*| INFO | //' >&2
@@ -60,4 +60,6 @@ echo "        ref: $(head -1 "$out/gen/ref.txt")" >&2
 
 say "step 5/5: sacrebleu"
 python "$REPO_ROOT/scripts/score.py" --hyp "$out/gen/hyp.txt" --ref "$out/gen/ref.txt"
+echo "  (for scale: an untrained system that copies the source scores" \
+  "$(python "$REPO_ROOT/scripts/score.py" --hyp "$out/raw/test.src" --ref "$out/raw/test.tgt" | head -1 | sed 's/.*= \([0-9.]*\).*/\1/') BLEU)" >&2
 say "demo finished in $(( $(date +%s) - start )) s; outputs in $out"

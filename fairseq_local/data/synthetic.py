@@ -37,7 +37,7 @@ def _pseudo_words(rng: random.Random, n: int, taken: set, min_syl=2, max_syl=3) 
 class SyntheticTranslationCorpus:
     """Deterministic (given ``seed``) generator of (source, target) sentence pairs."""
 
-    def __init__(self, seed: int = 0, n_nouns=24, n_verbs=12, n_adjs=10, n_preps=4, max_len=14,
+    def __init__(self, seed: int = 0, n_nouns=120, n_verbs=30, n_adjs=30, n_preps=6, max_len=14,
                  lexicon_seed: int = 1234):
         lex = random.Random(lexicon_seed)  # the languages themselves do not depend on ``seed``
         taken: set = set()
