@@ -18,7 +18,15 @@ from fairseq_local.modules.rnn_attention import RNNSearchAttention
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local.tasks.stateful_language_modeling import BPTTState
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """Exactness checks in float64; restore the default so other tests in this process see float32."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def _dict(n=20):
