@@ -221,9 +221,10 @@ class Runner:
     def inference_model(self):
         """A copy prepared as fairseq-generate prepares a loaded model (weight norm removed...)."""
         if getattr(self, "_inference_model", None) is None:
-            import copy
-
-            m = copy.deepcopy(self.model).eval()
+            # a fresh copy (deepcopy cannot copy weight-normed modules), as if loaded from a checkpoint
+            m = self.task.build_model(self.cfg.model).to(self.args.device)
+            m.load_state_dict(self.model.state_dict())
+            m.eval()
             m.prepare_for_inference_(self.cfg)
             self._inference_model = m
         return self._inference_model
