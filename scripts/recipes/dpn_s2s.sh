@@ -12,6 +12,8 @@
 #      BLEU (NIST); default: the references stored in the binarized subset.
 # Checkpoints and outputs: checkpoints/dpn_s2s/ROW/ (or --save-dir DIR).
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 ROW=""; DATA=""; SUBSET=test; REFS=""; CPU=(); TRAIN=1; SRC=""; TGT=""; SAVE=""
 while [[ $# -gt 0 ]]; do

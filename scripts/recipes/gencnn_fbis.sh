@@ -8,6 +8,8 @@
 #   bash scripts/recipes/gencnn_fbis.sh --train fbis.en --valid mt06.en --test mt08.en \
 #        [--out data/fbis] [--rows "gencnn time_arrow_only time_flow_only alpha_only"] [--cpu] [-- OVERRIDES...]
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT=data/fbis; TRAIN=; VALID=; TEST=; CPU=(); ROWS="gencnn time_arrow_only time_flow_only alpha_only"
 while [[ $# -gt 0 ]]; do

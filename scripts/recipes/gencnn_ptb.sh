@@ -6,6 +6,8 @@
 #   bash scripts/recipes/gencnn_ptb.sh [--data data/ptb] [--cpu] [-- HYDRA_OVERRIDES...]
 #   e.g. ... -- model.no_beta=true optimization.max_epoch=5
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 DATA=data/ptb; CPU=()
 while [[ $# -gt 0 ]]; do

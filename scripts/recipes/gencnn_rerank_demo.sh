@@ -11,6 +11,8 @@
 #   --lm-arch A    LM architecture (default: gencnn, small: L_α 12, L_β 8); any fairseq LM works,
 #   --lm-args S    with its own size arguments (default: the small genCNN's)
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT=gencnn_rerank_demo; MIN=3; MT_MIN=; NBEST=10; LM_ARCH=gencnn
 LM_ARGS='--alpha-length 12 --beta-length 8 --decoder-embed-dim 64 --alpha-layers (3,64,64),(3,48,48) --beta-layers (3,64,0),(3,64,0) --fc-dim 128' 

@@ -11,6 +11,8 @@
 # into another --out and pass that bin-lattice dir.  --one-best decodes with each lattice's primary
 # path as a chain (Table 2).  Test sets: DATA/test_sets.txt maps test, test1, ... to names.
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 DATA="" REFS="" ROWS="dwl_gating" BEAM=10 ONEBEST=() CPU=() CPU_H=()
 die() { echo "lattice_nist_zhen.sh: error: $*" >&2; exit 2; }

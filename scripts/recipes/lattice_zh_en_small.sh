@@ -18,6 +18,8 @@
 # Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), ARCH_ARGS (smaller than the paper's sizes,
 # for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY.
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 CORPUS=${1:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
 WORK=${2:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)

@@ -8,6 +8,8 @@
 # Rows: table3_baseline_rnn table3_mc_rnn_{2,3,4}.  BIN_DIR holds fairseq-preprocess output with
 # languages article -> headline (override with -- task.source_lang=.. task.target_lang=..).
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 ROW=table3_mc_rnn_3; DATA=""; CPU=()
 while [[ $# -gt 0 ]]; do

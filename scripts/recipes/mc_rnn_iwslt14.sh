@@ -11,6 +11,8 @@
 # sacrebleu with --tokenize none on the tokenized, lowercased, BPE-removed test set (the metric of
 # the IWSLT14 literature, = multi-bleu.perl).  Outputs under checkpoints/mc_rnn/<row>/.
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 ROW=table2_mc_rnn_3; DATA=data/iwslt14.de-en; BPE_SIZE=25000; CPU=()
 while [[ $# -gt 0 ]]; do

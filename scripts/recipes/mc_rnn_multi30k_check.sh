@@ -10,6 +10,8 @@
 # (Adam 1e-3, dropout 0.2, --dims embedding/hidden units), fairseq-generate --beam 5 --remove-bpe
 # on valid and sacrebleu --tokenize none.  Results: OUT/<arch>/valid.bleu and a summary on stdout.
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 SRC=/work/shared/data/multi30k-de-en; OUT=work/m30k; MINUTES=4; BPE_SIZE=8000; DIMS=256; THREADS=1
 ARCHS="mc_rnn_iwslt_de_en_3 rnnsearch_iwslt_de_en"

@@ -14,6 +14,8 @@
 # validation pairs (validating on all 190k is slow).  Output: OUT/text/{train,valid,test}.{article,headline}
 # and OUT/bin (fairseq-preprocess, languages article -> headline).
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 
 SUMDATA=""; OUT=data/gigaword; NWORDS=30000; VALID_SIZE=0; WORKERS=4
 while [[ $# -gt 0 ]]; do

@@ -10,6 +10,8 @@
 # Without network access, download http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz
 # elsewhere and pass it with --tgz.
 set -euo pipefail
+# use the project venv unless fairseq is already on PATH
+command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
 
 OUT=data/iwslt14.de-en
 BPE_SIZE=25000
