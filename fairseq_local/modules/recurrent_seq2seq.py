@@ -210,7 +210,30 @@ class RecurrentEncoder(FairseqEncoder):
 # ------------------------------------------------------------------------------------------------
 # attentional decoder
 # ------------------------------------------------------------------------------------------------
-class RecurrentAttentionDecoder(FairseqIncrementalDecoder):
+class _RecurrentDecoderMixin:
+    """What the recurrent decoders share: the (possibly tied) output projection, and the
+    incremental state (every layer's recurrent state in a ``_StateCache`` plus decoder extras)."""
+
+    def output_layer(self, x):
+        if self.fc_out is None:
+            return F.linear(x, self.embed_tokens.weight)
+        return self.fc_out(x)
+
+    def _reorder_cached_state(self, incremental_state, new_order, reorder_extras):
+        cached = self.get_incremental_state(incremental_state, "cached_state")
+        if cached is None:
+            return
+        states = [layer.reorder_state(s, new_order)
+                  for layer, s in zip(self.layers, self._states.get(cached, self.num_layers))]
+        cache: Dict[str, Optional[Tensor]] = reorder_extras(cached)
+        self._states.put(cache, states)
+        self.set_incremental_state(incremental_state, "cached_state", cache)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
     """RNNSearch-style attentional decoder over any stack of contract layers (see module doc)."""
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, layer_factory: LayerFactory,
@@ -308,26 +331,11 @@ class RecurrentAttentionDecoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return out.transpose(0, 1), attn.transpose(0, 1)
 
-    def output_layer(self, x):
-        if self.fc_out is None:
-            return F.linear(x, self.embed_tokens.weight)
-        return self.fc_out(x)
-
     def reorder_incremental_state(self, incremental_state, new_order):
-        cached = self.get_incremental_state(incremental_state, "cached_state")
-        if cached is None:
-            return
-        states = [layer.reorder_state(s, new_order)
-                  for layer, s in zip(self.layers, self._states.get(cached, self.num_layers))]
-        cache: Dict[str, Optional[Tensor]] = {
+        self._reorder_cached_state(incremental_state, new_order, lambda cached: {
             "query": cached["query"].index_select(0, new_order),
             "keys": cached["keys"].index_select(1, new_order),
-        }
-        self._states.put(cache, states)
-        self.set_incremental_state(incremental_state, "cached_state", cache)
-
-    def max_positions(self):
-        return self.max_target_positions
+        })
 
 
 # ------------------------------------------------------------------------------------------------
@@ -357,7 +365,7 @@ def embedding_dropout(embed: nn.Embedding, tokens: Tensor, p: float, training: b
     return F.embedding(tokens, embed.weight * mask, embed.padding_idx)
 
 
-class RecurrentLMDecoder(FairseqIncrementalDecoder):
+class RecurrentLMDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
     """Decoder-only stack of contract layers for language modelling.
 
     AWD-LSTM regularisation: word-level embedding dropout (``dropout_embed``), variational
@@ -431,20 +439,5 @@ class RecurrentLMDecoder(FairseqIncrementalDecoder):
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return x.transpose(0, 1)
 
-    def output_layer(self, x):
-        if self.fc_out is None:
-            return F.linear(x, self.embed_tokens.weight)
-        return self.fc_out(x)
-
     def reorder_incremental_state(self, incremental_state, new_order):
-        cached = self.get_incremental_state(incremental_state, "cached_state")
-        if cached is None:
-            return
-        states = [layer.reorder_state(s, new_order)
-                  for layer, s in zip(self.layers, self._states.get(cached, self.num_layers))]
-        cache: Dict[str, Optional[Tensor]] = {}
-        self._states.put(cache, states)
-        self.set_incremental_state(incremental_state, "cached_state", cache)
-
-    def max_positions(self):
-        return self.max_target_positions
+        self._reorder_cached_state(incremental_state, new_order, lambda cached: {})
