@@ -27,13 +27,19 @@ Vocabulary of this file (paper Sections 3.1-3.3):
 * After the last gating layer a fully connected layer (sigmoid in the paper) gives the output.
 
 Vectorisation.  ``GatedConvStack.forward_sequence`` computes *all* windows of a sequence at once.
-First layer: the TIME-FLOW convolution and TIME-FLOW gate are convolutions over the whole sequence,
-computed once per position and gathered (unfold) by every window that contains it; the slot
-differs per window, so its contribution is corrected exactly on the (linear) pre-activations at
-window location 0.  TIME-ARROW maps (one weight matrix per window location) act on the gathered
-windows as one batched matrix product over locations; so do the higher layers (their gating pairs
-are aligned to each window's end: only windows with the same alignment, 2^l classes at layer l,
-could share them; that sharing is not implemented).
+Only location 0 of each layer depends on the slot (which differs per window); every other location
+of a TIME-FLOW map that reads only TIME-FLOW maps (all of them with ``tf_input="tf"``; layer 1
+always) is a function of absolute positions, fixed by the window's gating alignment: location
+``i >= 1`` of layer ``l``'s input in window ``r`` is ``Seq_l[r + a_l + d_l*i]`` with dilation
+``d_l = 2^l``.  So these TIME-FLOW layers (convolution, gate and Eq. 5) are dilated ``conv1d``s
+over the sequence computed once per position and shared by all windows (``shared_streams``), and
+location 0 is computed per window from the slot chain (exactly the same expressions).  For the βCNN
+the streams do not depend on the recursion, so they are computed once for all recursion blocks.
+TIME-ARROW maps (one weight matrix per window location), and TIME-FLOW maps that read TIME-ARROW
+maps (``tf_input="all"``), act on the windows as batched matrix products over locations, taken on
+strided views of the window tensors (``_WindowMatmul``: no gathered copies in the forward, the
+kernel taps' gradients added straight into the input gradient in the backward); window gathers
+are ``index_select``s (backward: ``index_add``).
 ``forward_windows`` is the same computation for explicit windows (used for incremental decoding).
 
 ``GenCNNBody`` wires αCNN and the recursive βCNN (Section 3.3, Figure 4): ``S(e)``, the βCNN summary
@@ -165,108 +171,227 @@ class GatedConvStack(nn.Module):
                 nn.init.uniform_(p, -bound, bound)
 
     # ---------------------------------------------------------------------------------------
-    def _merge(self, s: LayerShape, z_tf, z_ta, g_tf, g_ta) -> Tensor:
-        """Activation, then Eq. 5 on pre-activations: z (..., n_conv, F), g (..., n_pairs, F)."""
-        z = torch.cat([z_tf, z_ta], -1)
-        g = torch.sigmoid(torch.cat([g_tf, g_ta], -1))
-        z = self.act(z)
-        o, J = s.offset, s.n_pairs
-        left = z[..., o:o + 2 * J:2, :]
-        right = z[..., o + 1:o + 2 * J:2, :]
-        out = g * left + (1 - g) * right
-        if o:
-            out = torch.cat([z[..., :1, :], out], -2)
+    # Per-window computation.  A layer's input is a list of *parts* (M, n_in, c) whose channels
+    # concatenate to the lower layer's maps: [X] at layer 1, [TIME-FLOW, TIME-ARROW] above (a kind
+    # with no maps is left out), so TIME-FLOW maps reading only TIME-FLOW maps never slice channels.
+    # Products are taken over window locations on strided views of the parts (no gathered copies),
+    # location-major: (locations, M, maps).
+    def _conv(self, parts: List[Tensor], W: Tensor, b: Tensor, width: int, stride: int, start: int,
+              n: int, shared: bool) -> Tensor:
+        """``n`` locations, location ``i`` reading ``width`` input locations from ``start + stride*i``
+        of the first ``W.shape[-1]`` channels of ``parts``: W (F, width, c) shared (TIME-FLOW) or
+        (n, F, width, c) one matrix per location (TIME-ARROW), b (F,) / (n, F).  -> (n, M, F)."""
+        out, c0, c_all = None, 0, W.shape[-1]
+        for part in parts:  # at most two: the TIME-FLOW and TIME-ARROW maps below
+            if c0 >= c_all:
+                break
+            c = part.shape[-1]
+            Wp = W if (c0 == 0 and c == c_all) else W[..., c0:c0 + c]
+            Wp = Wp.reshape(Wp.shape[:-2] + (width * c,))
+            if shared:
+                Wp = Wp.expand(n, *Wp.shape)
+            bias = None if out is not None else (b.expand(n, b.shape[-1]) if shared else b)
+            r = _WindowMatmul.apply(part, Wp, bias, width, stride, start, n)
+            out = r if out is None else out + r
+            c0 += c
         return out
 
-    def _shared(self, u: Tensor, kind: str, li: int, n_out: int) -> Tensor:
-        """Location-shared (TIME-FLOW) linear map of u (..., n, width*C) -> (..., n, n_out)."""
-        if n_out == 0:
-            return u.new_zeros(u.shape[:-1] + (0,))
-        w, b = self.w[f"{kind}_tf_w{li}"], self.w[f"{kind}_tf_b{li}"]
-        return u @ w.reshape(n_out, -1).t() + b
+    def _gate_merge(self, s: LayerShape, z: Tensor, g: Tensor) -> Tensor:
+        """Activation, then Eq. 5: z (n_conv, M, F), gate pre-activations g (n_pairs, M, F)
+        -> (M, n_out, F).  The oldest location passes through when n_conv is odd."""
+        a = self.act(z)
+        o, J = s.offset, s.n_pairs
+        first, rest = a.split([o, 2 * J], 0)
+        left, right = rest.unflatten(0, (J, 2)).unbind(1)  # conv locations o+2j, o+2j+1
+        out = torch.lerp(right, left, torch.sigmoid(g))  # g * left + (1 - g) * right
+        if o:
+            out = torch.cat([first, out], 0)
+        return out.transpose(0, 1).contiguous()
 
-    def _located(self, u: Tensor, kind: str, li: int, n_out: int) -> Tensor:
-        """Location-dependent (TIME-ARROW) map of u (M, n, width*C) -> (M, n, n_out), one matrix
-        per location (a batched matrix product over locations)."""
-        if n_out == 0:
-            return u.new_zeros(u.shape[:-1] + (0,))
-        w, b = self.w[f"{kind}_ta_w{li}"], self.w[f"{kind}_ta_b{li}"]
-        return torch.einsum("mnc,nfc->mnf", u, w.reshape(w.shape[0], n_out, -1)) + b
+    def _layer_parts(self, li: int, parts: List[Tensor], kinds=("tf", "ta")) -> List[Tensor]:
+        """Layer ``li`` on explicit windows given as parts -> [TIME-FLOW (M, n_out, n_tf),
+        TIME-ARROW (M, n_out, n_ta)] (kinds with no maps, or not in ``kinds``, left out)."""
+        s, w = self.shapes[li], self.w
+        k, n, J, o = s.kernel, s.n_conv, s.n_pairs, s.offset
+        out = []
+        for kind, shared in (("tf", True), ("ta", False)):
+            if (s.n_tf if shared else s.n_ta) == 0 or kind not in kinds:
+                continue
+            z = self._conv(parts, w[f"conv_{kind}_w{li}"], w[f"conv_{kind}_b{li}"], k, 1, 0, n, shared)
+            g = self._conv(parts, w[f"gate_{kind}_w{li}"], w[f"gate_{kind}_b{li}"], k + 1, 2, o, J, shared)
+            out.append(self._gate_merge(s, z, g))
+        return out
+
+    def _split(self, li: int, H: Tensor) -> List[Tensor]:
+        if li == 0:
+            return [H]
+        n_tf = self.shapes[li - 1].n_tf
+        return [p for p in (H[..., :n_tf], H[..., n_tf:]) if p.shape[-1]]
 
     def _layer_windows(self, li: int, H: Tensor) -> Tensor:
         """Layer ``li`` on explicit windows: H (M, n_in, C) -> (M, n_out, n_tf + n_ta)."""
-        s = self.shapes[li]
-        M, k, J, o = H.shape[0], s.kernel, s.n_pairs, s.offset
-        h_tf = H[..., :s.c_tf]
-        # unfold -> (M, n_conv, C, k) -> (M, n_conv, k*C) in (offset, channel) order
-        u_tf = h_tf.unfold(1, k, 1).transpose(2, 3).reshape(M, s.n_conv, k * s.c_tf)
-        u_ta = H.unfold(1, k, 1).transpose(2, 3).reshape(M, s.n_conv, k * s.c_ta)
-        # gating windows: union of the segments of conv locations o+2j and o+2j+1 (k+1 vectors)
-        v_tf = h_tf[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(M, J, (k + 1) * s.c_tf)
-        v_ta = H[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(M, J, (k + 1) * s.c_ta)
-        return self._merge(s, self._shared(u_tf, "conv", li, s.n_tf),
-                           self._located(u_ta, "conv", li, s.n_ta),
-                           self._shared(v_tf, "gate", li, s.n_tf),
-                           self._located(v_ta, "gate", li, s.n_ta))
+        return torch.cat(self._layer_parts(li, self._split(li, H)), -1)
 
-    def _head(self, H: Tensor) -> Tensor:
+    def _head(self, parts: List[Tensor]) -> Tensor:
+        H = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
         return self.out_act(self.fc(H.flatten(-2)))
 
     def forward_windows(self, X: Tensor) -> Tensor:
         """X: (M, window, in_dim) explicit windows (slot at position 0) -> (M, out_dim)."""
         assert X.shape[1] == self.window, (X.shape, self.window)
-        H = X
+        parts = [X]
         for li in range(len(self.shapes)):
-            H = self._layer_windows(li, H)
-        return self._head(H)
+            parts = self._layer_parts(li, parts)
+        return self._head(parts)
 
     # ---------------------------------------------------------------------------------------
-    def forward_sequence(self, seq: Tensor, slot: Tensor) -> Tensor:
-        """Every window of ``seq`` (B, P, in_dim): window ``r`` (``0 <= r < R = P - window + 1``) is
-        ``seq[r .. r+window-1]`` with position 0 replaced by ``slot[:, r]``.  Returns (B, R, out_dim).
+    # Whole-sequence computation.  Window ``r`` of a sequence (B, P, C) reads positions
+    # ``r .. r+window-1``, its location 0 replaced by a per-window slot.  Only location 0 of every
+    # layer depends on the slot (conv location i reads input locations i .. i+k-1, a gate pair
+    # reads its two locations' segments), so the other locations of a TIME-FLOW stream that reads
+    # only TIME-FLOW maps are functions of absolute positions: location i >= 1 of layer l's input
+    # in window r is ``Seq_l[r + a_l + d_l*i]`` with ``a_0 = 0, d_0 = 1``, and gating (pair of
+    # conv locations ``o+2j, o+2j+1``) gives ``a_{l+1} = a_l - d_l*o``, ``d_{l+1} = 2*d_l``.
+    # Such a layer is a dilated convolution over the sequence (computed once per position, shared
+    # by every window with the same gating alignment), and only location 0 is computed per window.
+    def _tf_shareable(self, li: int) -> bool:
+        s = self.shapes[li]
+        return s.n_tf > 0 and (li == 0 or s.c_tf == self.shapes[li - 1].n_tf)
 
-        First layer: TIME-FLOW convolution and gate are convolutions over the whole sequence,
-        computed once per position and gathered by every window that contains it; the slot's
-        share is corrected on the (linear) pre-activations at window location 0.  TIME-ARROW
-        maps act on the gathered windows, one weight matrix per location (batched products).
+    def shared_streams(self, seq: Tensor) -> list:
+        """The slot-independent TIME-FLOW streams of ``seq`` (B, P, in_dim): per shareable layer
+        ``(Seq_l (B, Q_l, c), activated conv (B, Q_l - d(k-1), n_tf), a_l, d_l)``, then the stream
+        after the last one ``(Seq, None, a, d)``.  Depends on the sequence only, so the βCNN
+        recursion computes it once for all its blocks."""
+        streams, Seq, a, d = [], seq, 0, 1
+        for li, s in enumerate(self.shapes):
+            if not self._tf_shareable(li):
+                break
+            k, w, v = s.kernel, self.w[f"conv_tf_w{li}"], self.w[f"gate_tf_w{li}"]
+            x = Seq.transpose(1, 2)
+            C = self.act(F.conv1d(x, w.permute(0, 2, 1), self.w[f"conv_tf_b{li}"], dilation=d).transpose(1, 2))
+            G = F.conv1d(x, v.permute(0, 2, 1), self.w[f"gate_tf_b{li}"], dilation=d).transpose(1, 2)
+            streams.append((Seq, C, a, d))
+            # Eq. 5 once per position q: the pair of conv outputs (q, q + d), gate at q
+            Seq = torch.lerp(C[:, d:], C[:, :G.shape[1]], torch.sigmoid(G))
+            a, d = a - d * s.offset, 2 * d
+        streams.append((Seq, None, a, d))
+        return streams
+
+    def _shared_location0(self, li: int, stream, loc0: Tensor, r0: int, R: int) -> Tensor:
+        """TIME-FLOW output location 0 of layer ``li`` for windows ``r0 .. r0+R-1`` (M, n_tf),
+        from their input location 0 ``loc0`` (M, c) and the shared stream (exactly Eq. 3-5)."""
+        s = self.shapes[li]
+        Seq, C, a, d = stream
+        k, o, Fn = s.kernel, s.offset, s.n_tf
+        u = _gather_rows(Seq, loc0, R, a, d, k + 1 - o, r0, window_major=True)  # (M, k+1-o, c)
+        w = self.w[f"conv_tf_w{li}"].reshape(Fn, -1)
+        z0 = self.act(torch.addmm(self.w[f"conv_tf_b{li}"], u[:, :k].reshape(u.shape[0], -1), w.t()))
+        if o:
+            return z0  # the oldest location passes through ungated
+        v = self.w[f"gate_tf_w{li}"].reshape(Fn, -1)
+        g0 = torch.addmm(self.w[f"gate_tf_b{li}"], u.reshape(u.shape[0], -1), v.t())
+        z1 = _gather_rows(C, None, R, a + d, 1, 1, r0)[0]  # conv location 1 (clean)
+        return torch.lerp(z1, z0, torch.sigmoid(g0))
+
+    def forward_sequence(self, seq: Tensor, slot: Tensor, streams: Optional[list] = None,
+                         r0: int = 0) -> Tensor:
+        """Every window of ``seq`` (B, P, in_dim): window ``r`` (``r0 <= r < r0 + R``, R =
+        ``slot.shape[1]``, by default every window: ``R = P - window + 1``) is
+        ``seq[r .. r+window-1]`` with position 0 replaced by ``slot[:, r - r0]``.  Returns
+        (B, R, out_dim).  ``streams``: ``shared_streams(seq)`` if already computed.
+
+        TIME-FLOW maps that read only TIME-FLOW maps (all of them with ``tf_input="tf"``, the
+        first layer's always) are dilated convolutions over the sequence shared by all windows
+        (``shared_streams``); location 0, which reads the slot, is computed per window.
+        TIME-ARROW maps act on the gathered windows, one weight matrix per location (batched
+        products over locations on strided views).
         """
-        s = self.shapes[0]
         B, P, E = seq.shape
-        N, k, n, J, o = self.window, s.kernel, s.n_conv, s.n_pairs, s.offset
-        R = P - N + 1
-        diff = slot - seq[:, :R]  # what the slot changes in window r's position 0
-        if s.n_tf:
-            x = seq.transpose(1, 2)
-            w, b = self.w["conv_tf_w0"], self.w["conv_tf_b0"]
-            conv = F.conv1d(x, w.permute(0, 2, 1), b).transpose(1, 2)  # (B, P-k+1, F): reads q..q+k-1
-            z_tf = _add_at0(conv.unfold(1, n, 1).transpose(2, 3), diff @ w[:, 0].t())  # (B, R, n, F)
-            w, b = self.w["gate_tf_w0"], self.w["gate_tf_b0"]
-            gate = F.conv1d(x, w.permute(0, 2, 1), b).transpose(1, 2)  # (B, P-k, F): reads q..q+k
-            g_tf = gate[:, o:].unfold(1, 2 * J - 1, 1)[..., ::2].transpose(2, 3)  # r+o+2j: (B, R, J, F)
-            if o == 0:
-                g_tf = _add_at0(g_tf, diff @ w[:, 0].t())
-            z_tf, g_tf = z_tf.reshape(B * R, n, -1), g_tf.reshape(B * R, J, -1)
-        else:
-            z_tf, g_tf = seq.new_zeros(B * R, n, 0), seq.new_zeros(B * R, J, 0)
-        if s.n_ta:
-            X = seq.unfold(1, N, 1).transpose(2, 3)  # (B, R, N, E) explicit windows
-            X = torch.cat([slot[:, :, None], X[:, :, 1:]], 2).reshape(B * R, N, E)
-            u = X.unfold(1, k, 1).transpose(2, 3).reshape(B * R, n, k * E)
-            v = X[:, o:].unfold(1, k + 1, 2).transpose(2, 3).reshape(B * R, J, (k + 1) * E)
-            z_ta, g_ta = self._located(u, "conv", 0, s.n_ta), self._located(v, "gate", 0, s.n_ta)
-        else:
-            z_ta, g_ta = seq.new_zeros(B * R, n, 0), seq.new_zeros(B * R, J, 0)
-        H = self._merge(s, z_tf, z_ta, g_tf, g_ta)
-        for li in range(1, len(self.shapes)):
-            H = self._layer_windows(li, H)
-        return self._head(H).reshape(B, R, self.out_dim)
+        R = slot.shape[1]
+        assert r0 + R <= P - self.window + 1, (r0, R, P, self.window)
+        if streams is None:
+            streams = self.shared_streams(seq)
+        tf_loc0, tf_win = slot.reshape(B * R, E), None  # TIME-FLOW input: location 0 / per-window
+        ta_win: Optional[Tensor] = None
+        for li, s in enumerate(self.shapes):
+            shared = li < len(streams) - 1
+            need_tf_win = (s.n_ta > 0 and (li == 0 or self.shapes[li - 1].n_tf)) or \
+                (s.n_tf > 0 and not shared)
+            if need_tf_win and tf_win is None:  # gather the TIME-FLOW input of every window
+                Seq, _, a, d = streams[li]
+                tf_win = _gather_rows(Seq, tf_loc0, R, a, d, s.n_in, r0, window_major=True)
+            parts = [p for p in (tf_win, ta_win) if p is not None and p.shape[-1]]
+            new_ta = self._layer_parts(li, parts, ("ta",)) if s.n_ta else []
+            if shared:
+                tf_loc0, tf_win = self._shared_location0(li, streams[li], tf_loc0, r0, R), None
+            elif s.n_tf:
+                tf_loc0, tf_win = None, self._layer_parts(li, parts, ("tf",))[0]
+            else:
+                tf_loc0, tf_win = None, None
+            ta_win = new_ta[0] if new_ta else None
+        if tf_loc0 is not None:
+            Seq, _, a, d = streams[-1]
+            tf_win = _gather_rows(Seq, tf_loc0, R, a, d, self.shapes[-1].n_out, r0, window_major=True)
+        return self._head([p for p in (tf_win, ta_win) if p is not None]).reshape(B, R, self.out_dim)
 
 
-def _add_at0(x: Tensor, delta: Optional[Tensor]) -> Tensor:
-    """x (B, R, n, F) with delta (B, R, F) added at location 0 (out of place, autograd-safe)."""
-    if delta is None:
-        return x
-    return torch.cat([(x[:, :, 0] + delta).unsqueeze(2), x[:, :, 1:]], 2)
+class _WindowMatmul(torch.autograd.Function):
+    """``out[i] = u_i @ W[i].T (+ b[i])`` for ``i < n``, where row ``m`` of ``u_i`` is
+    ``H[m, start + stride*i : ... + width]`` flattened: a batched product over window locations
+    on a strided view of H (M, n_in, C) (no gathered copy); the backward adds the ``width`` taps'
+    gradients into H's gradient directly (no unfold/zero-filled gather gradients)."""
+
+    @staticmethod
+    def forward(ctx, H, W, b, width, stride, start, n):
+        H = H.contiguous()
+        u = _strided(H, width, stride, start, n)
+        Wt = W.transpose(1, 2)
+        out = torch.bmm(u, Wt) if b is None else torch.baddbmm(b.unsqueeze(1), u, Wt)
+        ctx.save_for_backward(H, W)
+        ctx.geom = (width, stride, start, n, b is not None)
+        return out
+
+    @staticmethod
+    def backward(ctx, go):
+        H, W = ctx.saved_tensors
+        width, stride, start, n, has_b = ctx.geom
+        M, n_in, C = H.shape
+        gH = gW = gb = None
+        if ctx.needs_input_grad[0]:
+            gH = H.new_zeros(M, n_in, C)
+            stop = start + stride * (n - 1) + 1
+            for t in range(width):  # kernel taps
+                gH[:, start + t:stop + t:stride].add_(torch.bmm(go, W[..., t * C:(t + 1) * C]).transpose(0, 1))
+        if ctx.needs_input_grad[1]:
+            gW = torch.bmm(go.transpose(1, 2), _strided(H, width, stride, start, n))
+        if has_b and ctx.needs_input_grad[2]:
+            gb = go.sum(1)
+        return gH, gW, gb, None, None, None, None
+
+
+def _strided(H: Tensor, width: int, stride: int, start: int, n: int) -> Tensor:
+    """(n, M, width*C) view of contiguous H (M, n_in, C): [i, m] = H[m, start+stride*i ..][:width]."""
+    M, n_in, C = H.shape
+    return H.as_strided((n, M, width * C), (stride * C, n_in * C, 1), H.storage_offset() + start * C)
+
+
+def _gather_rows(seq: Tensor, first: Optional[Tensor], R: int, start: int, stride: int, n: int,
+                 r0: int = 0, window_major: bool = False) -> Tensor:
+    """(n, B*R, C) with [i, b*R + r] = seq[b, r0 + r + start + stride*i], except location 0, which
+    is ``first[b*R + r]`` when given: one index_select (its backward is an index_add, no
+    zero-filled gather gradients).  ``window_major``: (B*R, n, C) instead."""
+    B, Q, C = seq.shape
+    ar = torch.arange
+    idx = (ar(n, device=seq.device)[:, None, None] * stride + (start + r0)
+           + ar(B, device=seq.device)[:, None] * Q + ar(R, device=seq.device))
+    src = seq.reshape(B * Q, C)
+    if first is not None:
+        idx[0] = B * Q + ar(B * R, device=seq.device).view(B, R)
+        src = torch.cat([src, first.reshape(B * R, C)], 0)
+    if window_major:
+        return src.index_select(0, idx.view(n, B * R).t().reshape(-1)).view(B * R, n, C)
+    return src.index_select(0, idx.reshape(-1)).view(n, B * R, C)
 
 
 class GenCNNBody(nn.Module):
@@ -299,11 +424,12 @@ class GenCNNBody(nn.Module):
         B, _, E = emb.shape
         Lb = self.L_beta
         seq = torch.cat([emb.new_zeros(B, Lb, E), emb[:, :n]], 1)  # window e = seq[e .. e+Lb]
+        streams = self.beta.shared_streams(seq)  # slot-independent: once for all blocks
         blocks: List[Tensor] = []
         for b0 in range(0, n, Lb):  # the recursion S(e) <- S(e - Lb): one block of Lb at a time
             b1 = min(b0 + Lb, n)
             slot = blocks[-1][:, :b1 - b0] if blocks else emb.new_zeros(B, b1 - b0, E)
-            out = self.beta.forward_sequence(seq[:, b0:b1 + Lb], slot)
+            out = self.beta.forward_sequence(seq, slot, streams, r0=b0)
             blocks.append(out * has_hist[:, b0:b1, None].to(out.dtype))
         return torch.cat(blocks, 1)
 
