@@ -263,6 +263,38 @@ def test_incremental_equals_full_after_reorder():
     assert (full - torch.stack(steps, 1)).abs().max() < 1e-6
 
 
+def _incremental(model, src, lengths, tgt):
+    enc, state = model.encoder(src, lengths), {}
+    return torch.stack([model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[0][:, -1]
+                        for t in range(tgt.size(1))], 1)
+
+
+def test_decoding_weight_is_a_view_that_follows_the_parameters():
+    """The causal convolutions' linearized decoding weight is a view of the kernel (no per-step
+    copy), with and without weight norm, and so follows in-place updates."""
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=3)
+    conv = model.decoder.cnn.convolutions[0]
+    k, d_in, d_out = conv.weight.shape
+    x = torch.randn(2, k * d_in, dtype=torch.double)
+    for generation_fast in (False, True):
+        if generation_fast:
+            model.make_generation_fast_()  # what fairseq-generate's prepare_for_inference_ runs
+            assert isinstance(conv.weight, torch.nn.Parameter)  # weight norm removed
+        logits(model, src, lengths, tgt)  # under weight norm, the forward pre-hook sets conv.weight
+        lin = conv._get_linearized_weight()
+        assert lin.data_ptr() == conv.weight.data_ptr()  # a view
+        ref = conv.weight.permute(2, 0, 1).contiguous().view(d_out, -1)  # fairseq's copy
+        assert torch.equal(lin, ref) and torch.allclose(x @ lin.t(), x @ ref.t(), atol=1e-12)
+    with torch.no_grad():
+        before = _incremental(model, src, lengths, tgt)
+        assert (model.decoder(tgt, model.encoder(src, lengths))[0] - before).abs().max() < 1e-6
+        conv.weight.mul_(-0.5)  # an in-place update (optimizer step, load_state_dict)
+        after = _incremental(model, src, lengths, tgt)
+        assert (after - before).abs().max() > 1e-3
+        assert (model.decoder(tgt, model.encoder(src, lengths))[0] - after).abs().max() < 1e-6
+
+
 def test_alignment_flows_are_distributions_over_real_source_tokens():
     model = build("dpn_s2s_m9")
     src, lengths, tgt = batch(seed=8)

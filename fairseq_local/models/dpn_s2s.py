@@ -148,8 +148,14 @@ class DPNEncoder(FairseqEncoder):
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
         batch_first = {"encoder_padding_mask", "src_lengths"}
-        return {k: [t.index_select(0 if k in batch_first else 1, new_order) for t in v]
-                for k, v in encoder_out.items()}
+        done: Dict[int, Tensor] = {}  # "encoder_out" aliases one of the paths: reorder it once
+
+        def reorder(t: Tensor, dim: int) -> Tensor:
+            if id(t) not in done:
+                done[id(t)] = t.index_select(dim, new_order)
+            return done[id(t)]
+
+        return {k: [reorder(t, 0 if k in batch_first else 1) for t in v] for k, v in encoder_out.items()}
 
     def max_positions(self):
         return self.max_source_positions
