@@ -139,6 +139,29 @@ def test_incremental_and_reorder(cell, space):
     torch.testing.assert_close(rest, full_r[4:])
 
 
+def test_no_grad_stacked_weight_cache_follows_parameter_updates():
+    """Incremental decoding (no gradients) keeps the stacked [W_1^T; ...; W_J^T]; an in-place update
+    of the W_j (optimizer step, load_state_dict) must be seen by the next call."""
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 3).to(DT))
+    x = torch.randn(6, 2, 3, dtype=DT)
+    with torch.no_grad():
+        before, _ = layer(x)
+        again, _ = layer(x)
+        layer.block_weight.mul_(-1.5)
+        after, _ = layer(x)
+    torch.testing.assert_close(again, before)
+    assert (after - before).abs().max() > 1e-3
+    torch.testing.assert_close(after, layer(x)[0].detach())  # grad-enabled path: no cache
+
+
+def test_input_proj_from_caller_equals_own_projection():
+    """``input_proj`` (what the decoder's StepwiseLinear passes) gives the layer's own result."""
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 2).to(DT))
+    x = torch.randn(5, 2, 3, dtype=DT)
+    w, b = layer.input_projection_parameters()
+    torch.testing.assert_close(layer(x, input_proj=x @ w.t() + b)[0], layer(x)[0])
+
+
 @pytest.mark.parametrize("space", ["hidden", "gates"])
 def test_gradients_reach_every_parameter(space):
     layer = MultiChannelRNNLayer(3, 4, 2, dropconnect=0.3, weight_space=space).to(DT)

@@ -135,7 +135,13 @@ class MultiChannelRNNLayer(nn.Module):
         j = torch.arange(1, self.lags + 1, device=positions.device)
         return (j <= m).to(dtype) / m.to(dtype)
 
-    def forward(self, x: Tensor, state=None, padding_mask: Optional[Tensor] = None):
+    def input_projection_parameters(self) -> Tuple[Tensor, Tensor]:
+        """(weight, bias) of W_ih x_t + b_ih, for callers that compute it (``input_proj``)."""
+        return self.weight_ih, self.bias_ih
+
+    def forward(self, x: Tensor, state=None, padding_mask: Optional[Tensor] = None,
+                input_proj: Optional[Tensor] = None):
+        """``input_proj``: ``W_ih x + b_ih`` computed by the caller (``[T, B, G*H]``), or None."""
         T, B, _ = x.shape
         K, J, H = self.channels, self.lags, self.hidden_size
         if state is None:
@@ -149,11 +155,12 @@ class MultiChannelRNNLayer(nn.Module):
             steps = valid.long().cumsum(0)
         coef = self.coefficients(pos.unsqueeze(0) + steps, x.dtype)  # [T, B, K, J]
 
-        x_proj = F.linear(x, self.weight_ih, self.bias_ih).unsqueeze(2)  # [T, B, 1, G*H]
+        x_proj = input_proj if input_proj is not None else F.linear(x, self.weight_ih, self.bias_ih)
+        x_proj = x_proj.unsqueeze(2)  # [T, B, 1, G*H]
         gates_space = self.weight_space == "gates"
         w_hh = None if gates_space else self._dropconnect(self.weight_hh)
         w_block = self.block_weight if not gates_space else self._dropconnect(self.block_weight)
-        w_block = w_block.transpose(1, 2).reshape(J * H, -1)  # sum_j h_j W_j^T
+        w_block = self._stacked_block_weight(w_block)  # sum_j h_j W_j^T
 
         outs = []
         for t in range(T):
@@ -204,6 +211,19 @@ class MultiChannelRNNLayer(nn.Module):
         pos = pos + (steps[-1] if T > 0 else 0)
         new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
         return out, new_state
+
+    def _stacked_block_weight(self, w: Tensor) -> Tensor:
+        """``[W_1^T; ...; W_{n-1}^T]`` as one ``(n-1)H x out`` matrix.  That is a transposed copy;
+        without gradients (incremental decoding calls the layer once per step) the copy of the
+        parameter itself is kept until the parameter changes (in place, dtype or device)."""
+        if torch.is_grad_enabled() or w is not self.block_weight:
+            return w.transpose(1, 2).reshape(self.lags * self.hidden_size, -1)
+        key = (w.data_ptr(), w._version, w.dtype, w.device)
+        cached = getattr(self, "_stacked_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, w.transpose(1, 2).reshape(self.lags * self.hidden_size, -1))
+            self._stacked_cache = cached
+        return cached[1]
 
     def _dropconnect(self, w: Tensor) -> Tensor:
         return F.dropout(w, self.dropconnect, self.training) if self.dropconnect else w

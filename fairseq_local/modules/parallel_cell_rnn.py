@@ -120,9 +120,16 @@ class ParallelCellRNNLayer(nn.Module):
         return s.transpose(0, 1).reshape(s.size(1), self.hidden_size)
 
     # ------------------------------------------------------------------ forward
+    def input_projection_parameters(self) -> Tuple[Tensor, Tensor]:
+        """(weight, bias) of the input projection, for callers that compute it themselves
+        (``forward(..., input_proj=...)``, e.g. a ``StepwiseLinear`` in a decoder loop)."""
+        return self.weight_ih, self.bias
+
     def forward(
-        self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None
+        self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None,
+        input_proj: Optional[Tensor] = None,
     ) -> Tuple[Tensor, State]:
+        """``input_proj``: ``W_ih x + b`` computed by the caller (``[T, B, wide*G*k]``), or None."""
         T, B, _ = x.shape
         n, k, g = self.wide, self.cell_size, self.num_gates
         if state is None:
@@ -130,15 +137,13 @@ class ParallelCellRNNLayer(nn.Module):
         if T == 0:
             return x.new_zeros(0, B, self.hidden_size), tuple(state)
         if (self.cell == "lstm" and n == 1 and T > 1 and padding_mask is None and not self.masked_cells
-                and not self.force_autograd):
+                and not self.force_autograd and input_proj is None):
             return self._fused_standard_lstm(x, state)
         h, *rest = [self._cells_first(s) for s in state]
         c = rest[0] if rest else None
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
-        xproj = F.linear(x, self.weight_ih, self.bias).view(T, B, n, g * k).transpose(1, 2)
-        # unbind once: indexing xproj[t] would make every step's backward zero-fill all T steps
-        xproj = xproj.contiguous()
-        xsteps = xproj.unbind(0)
+        xproj = input_proj if input_proj is not None else F.linear(x, self.weight_ih, self.bias)
+        xproj = xproj.view(T, B, n, g * k)
         pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
         keep_cells = None
         if self.masked_cells:
@@ -147,8 +152,9 @@ class ParallelCellRNNLayer(nn.Module):
         if self.cell == "lstm" and keep_cells is None and not self.force_autograd:
             keep = None if pad is None else (~pad).to(x.dtype)
             out, h, c = _BlockDiagonalLSTM.apply(xproj, h, c, self.weight_hh, keep)
-            out = out.transpose(1, 2).reshape(T, B, self.hidden_size)
-            return out, (self._batch_first(h), self._batch_first(c))
+            return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
+        # [T, n, B, g*k]; unbind once: indexing xproj[t] would make every step's backward zero-fill
+        xsteps = xproj.transpose(1, 2).contiguous().unbind(0)
         outs = []
         for t in range(T):
             if self.cell == "lstm":
@@ -220,25 +226,28 @@ class ParallelCellRNNLayer(nn.Module):
 class _BlockDiagonalLSTM(torch.autograd.Function):
     """The LSTM recurrence of all cells over all steps with a hand-written backward pass.
 
-    forward(xproj[T, n, B, 4k], h0[n, B, k], c0[n, B, k], W[n, k, 4k], keep[T, 1, B, 1] or None)
-    -> (out[T, n, B, k], h_T, c_T). ``keep`` is 1 at real positions and 0 at padding (state kept,
+    forward(xproj[T, B, n, 4k], h0[n, B, k], c0[n, B, k], W[n, k, 4k], keep[T, 1, B, 1] or None)
+    -> (out[T, B, n, k], h_T, c_T). ``keep`` is 1 at real positions and 0 at padding (state kept,
     output 0). Compared with autograd through the step loop, the backward pass keeps one node for
     the whole sequence and computes the recurrent weight gradient as one batched product over all
-    steps, sum_t h_{t-1}^T dgates_t = bmm(H_prev^T, dGates), instead of T small ones.
+    steps, sum_t h_{t-1}^T dgates_t = bmm(H_prev^T, dGates), instead of T small ones.  Input,
+    output and the input gradient stay in the layout of the layer's input projection and output
+    ([T, B, cells, units]); each step reads and writes them through cell-major views, so no
+    sequence-sized transposed copy is made.
     """
 
     @staticmethod
     def forward(ctx, xproj, h, c, weight, keep):
         T = xproj.size(0)
-        acts = torch.empty_like(xproj)  # sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+        acts = xproj.new_empty((T,) + h.shape[:2] + (weight.size(-1),))  # sigm(i), sigm(f), tanh(g), sigm(o)
         h_prev = xproj.new_empty((T,) + h.shape)
         c_prev = xproj.new_empty((T,) + c.shape)
         tanh_c = xproj.new_empty((T,) + c.shape)
-        out = xproj.new_empty((T,) + h.shape)
+        out = xproj.new_empty((T, h.size(1), h.size(0), h.size(2)))
         keep_bool = None if keep is None else keep.bool()
         for t in range(T):
             h_prev[t], c_prev[t] = h, c
-            gates = torch.baddbmm(xproj[t], h, weight)
+            gates = torch.baddbmm(xproj[t].transpose(0, 1), h, weight)
             i, f, g, o = gates.chunk(4, dim=-1)
             a = acts[t]
             ai, af, ag, ao = a.chunk(4, dim=-1)
@@ -247,11 +256,11 @@ class _BlockDiagonalLSTM(torch.autograd.Function):
             torch.tanh(c_new, out=tanh_c[t])
             h_new = ao * tanh_c[t]
             if keep is None:
-                out[t] = h_new
+                out[t] = h_new.transpose(0, 1)
                 h, c = h_new, c_new
             else:
                 real = keep_bool[t]
-                out[t] = h_new * keep[t]
+                out[t] = (h_new * keep[t]).transpose(0, 1)
                 h, c = torch.where(real, h_new, h), torch.where(real, c_new, c)
         ctx.save_for_backward(acts, h_prev, c_prev, tanh_c, weight, keep)
         return out, h, c
@@ -260,12 +269,12 @@ class _BlockDiagonalLSTM(torch.autograd.Function):
     def backward(ctx, d_out, d_h, d_c):
         acts, h_prev, c_prev, tanh_c, weight, keep = ctx.saved_tensors
         T, n, B, k = h_prev.shape
-        d_gates = torch.empty_like(acts)
+        d_gates = acts.new_empty((T, B, n, 4 * k))  # the layout of xproj
         d_h = torch.zeros_like(h_prev[0]) if d_h is None else d_h.clone()
         d_c = torch.zeros_like(c_prev[0]) if d_c is None else d_c.clone()
         w_t = weight.transpose(1, 2)
         for t in range(T - 1, -1, -1):
-            dh_new = d_h if d_out is None else d_h + d_out[t]
+            dh_new = d_h if d_out is None else d_h + d_out[t].transpose(0, 1)
             dc_new = d_c
             if keep is not None:
                 k_t = keep[t]
@@ -274,19 +283,20 @@ class _BlockDiagonalLSTM(torch.autograd.Function):
             ai, af, ag, ao = acts[t].chunk(4, dim=-1)
             tc = tanh_c[t]
             dc_tot = dc_new + dh_new * ao * (1 - tc * tc)
-            gi, gf, gg, go = d_gates[t].chunk(4, dim=-1)
+            d_gates_t = d_gates[t].transpose(0, 1)  # [n, B, 4k] view
+            gi, gf, gg, go = d_gates_t.chunk(4, dim=-1)
             torch.mul(dc_tot * ag, ai * (1 - ai), out=gi)
             torch.mul(dc_tot * c_prev[t], af * (1 - af), out=gf)
             torch.mul(dc_tot * ai, 1 - ag * ag, out=gg)
             torch.mul(dh_new * tc, ao * (1 - ao), out=go)
             d_c = dc_tot * af
-            d_h = torch.bmm(d_gates[t], w_t)
+            d_h = torch.bmm(d_gates_t, w_t)
             if keep is not None:
                 d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
         d_weight = None
         if ctx.needs_input_grad[3]:  # one product over all steps: [n, k, T*B] @ [n, T*B, 4k]
             hs = h_prev.permute(1, 3, 0, 2).reshape(n, k, T * B)
-            d_weight = torch.bmm(hs, d_gates.transpose(0, 1).reshape(n, T * B, 4 * k))
+            d_weight = torch.bmm(hs, d_gates.permute(2, 0, 1, 3).reshape(n, T * B, 4 * k))
         return d_gates, d_h, d_c, d_weight, None
 
 

@@ -13,6 +13,9 @@ encoders) is built from these three classes plus a *layer factory*
   of tensors.
 * ``layer.state_from_hidden(h0[B,H]) -> state``: the state whose previous hidden output is h0
   (used by decoders initialised from the encoder, as in RNNSearch).
+* optional: ``layer.input_projection_parameters() -> (W, b)`` and ``layer(..., input_proj=W x + b)``.
+  The input-feeding decoder then computes each step's input projection with a ``StepwiseLinear``,
+  so in training the weight gradient is one product over all target steps, not one per step.
 
 Encoders return fairseq's dict convention ``{"encoder_out": [T x B x C], "encoder_padding_mask":
 [B x T] or [], "encoder_final_hidden": [B x C] or [], "src_tokens": [], "src_lengths": []}``.
@@ -35,6 +38,7 @@ from fairseq.modules import FairseqDropout
 from torch import Tensor
 
 from fairseq_local.modules.rnn_attention import RNNSearchAttention
+from fairseq_local.modules.stepwise_linear import StepwiseLinear
 
 LayerFactory = Callable[[int, int, int], nn.Module]
 
@@ -303,13 +307,17 @@ class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecode
             keys = self.attention.project_keys(enc)
         if self.input_feeding:
             tops, ctxs, attns = [], [], []
+            projs = self._stepwise_projections(seqlen, bsz)
             for t in range(seqlen):
                 ctx, a = self.attention(query, enc, enc_mask, keys)
                 inp = torch.cat([y[t], ctx], dim=-1).unsqueeze(0)
                 for i, layer in enumerate(self.layers):
                     if i > 0:
                         inp = self.dropout_out_module(inp)
-                    inp, states[i] = layer(inp, states[i])
+                    if projs[i] is None:
+                        inp, states[i] = layer(inp, states[i])
+                    else:
+                        inp, states[i] = layer(inp, states[i], input_proj=projs[i](inp))
                 query = inp[0]
                 tops.append(query)
                 ctxs.append(ctx)
@@ -330,6 +338,14 @@ class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecode
             self._states.put(cache, states)
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return out.transpose(0, 1), attn.transpose(0, 1)
+
+    def _stepwise_projections(self, seqlen: int, bsz: int) -> List[Optional[StepwiseLinear]]:
+        """In training, layers that expose their input projection get it from a ``StepwiseLinear``
+        (one weight-gradient product for the whole target instead of one per step)."""
+        if seqlen < 2 or not torch.is_grad_enabled():
+            return [None] * self.num_layers
+        return [StepwiseLinear(*layer.input_projection_parameters(), seqlen, bsz)
+                if hasattr(layer, "input_projection_parameters") else None for layer in self.layers]
 
     def reorder_incremental_state(self, incremental_state, new_order):
         self._reorder_cached_state(incremental_state, new_order, lambda cached: {
