@@ -97,6 +97,23 @@ def build(arch, spec, data_dir, task_args, tmp_path):
     return cfg, task, model, criterion
 
 
+@pytest.mark.parametrize("arch", OUR_ARCHS)
+def test_arch_builds_at_its_own_sizes(arch, data_cache, tmp_path):
+    """The checks below run every arch at tiny sizes; this one builds each arch at the sizes it
+    registers (the paper's), on the meta device (shapes only: no memory, no initialisation cost),
+    so that a named arch whose dimensions its layers reject fails here."""
+    spec = _spec(arch)
+    data_dir, task_args = data_cache(spec)
+    argv = [str(data_dir), "--user-dir", USER_DIR, "--task", spec.task, "--arch", arch, "--cpu", *task_args,
+            *spec.train_args]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    with torch.device("meta"):
+        model = task.build_model(cfg.model)
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
 def first_batch(task, split="train", max_sentences=4):
     task.load_dataset(split)
     dataset = task.dataset(split)

@@ -54,9 +54,12 @@ def reference(layer, xs):
             else:
                 h[k][t] = torch.tanh(gi + gh)
             hk_t.append(h[k][t])
-        V = torch.cat([layer.att_v_h, layer.att_v_x], dim=1)  # V [h; x]
-        e = torch.stack([layer.att_r @ torch.tanh(V @ torch.cat([hk, x])) for hk in hk_t])  # Eq. 6
-        a = torch.exp(e) / torch.exp(e).sum()  # Eq. 5
+        if K == 1:  # softmax over one channel: the layer keeps no V, r
+            a = torch.ones(1, dtype=DT)
+        else:
+            V = torch.cat([layer.att_v_h, layer.att_v_x], dim=1)  # V [h; x]
+            e = torch.stack([layer.att_r @ torch.tanh(V @ torch.cat([hk, x])) for hk in hk_t])  # Eq. 6
+            a = torch.exp(e) / torch.exp(e).sum()  # Eq. 5
         outs.append(sum(a[k] * hk_t[k] for k in range(K)))  # Eq. 4
         alphas.append(a)
     return torch.stack(outs), torch.stack(alphas)

@@ -10,7 +10,9 @@ layers (``--dropout-hidden``) and on the top output (``--dropout``), and tied in
 embeddings (the last layer has ``--decoder-embed-dim`` units).
 
 ``mc_rnn_lm_ptb`` is the Table 4 row: 3 layers, 1150 hidden units, 400-d embeddings, MC-RNN-3,
-AWD-LSTM's PTB dropouts (0.4 / 0.25 / 0.4 / 0.1, DropConnect 0.5).  Train it with
+AWD-LSTM's PTB dropouts (0.4 / 0.25 / 0.4 / 0.1, DropConnect 0.5).  ``mc_rnn_lm_ptb_awd_lstm`` is
+its baseline row ("AWD-LSTM w/o finetune"): the same model with one channel and W_1 in gate space,
+which is exactly a standard LSTM (W_1 = W_hh, DropConnect on it) with no channel attention.  Train it with
 ``--task stateful_language_modeling`` (truncated BPTT with the state carried across batches, as
 AWD-LSTM) or fairseq's ``language_modeling``; evaluate with ``fairseq-eval-lm``.
 """
@@ -80,3 +82,11 @@ def mc_rnn_lm_ptb(args):
     fill_defaults(args, MCRNNLMConfig, cell="lstm", mc_channels=3, decoder_layers=3, decoder_hidden_size=1150,
                   decoder_embed_dim=400, dropout=0.4, dropout_in=0.4, dropout_hidden=0.25, dropout_embed=0.1,
                   weight_dropout=0.5)
+
+
+@register_model_architecture("mc_rnn_lm", "mc_rnn_lm_ptb_awd_lstm")
+def mc_rnn_lm_ptb_awd_lstm(args):
+    """Table 4 baseline, AWD-LSTM w/o finetune: ``mc_rnn_lm_ptb`` with k = 1 in gate space, i.e. a
+    plain 3 x 1150 LSTM with the same regularisation (DropConnect 0.5 on W_hh)."""
+    fill_defaults(args, MCRNNLMConfig, mc_channels=1, mc_weight_space="gates")
+    mc_rnn_lm_ptb(args)

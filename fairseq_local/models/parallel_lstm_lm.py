@@ -12,7 +12,9 @@ Train with the stateful truncated-BPTT task (the final state of one batch starts
         --arch parallel_lstm_lm_1950h_wide3 --tokens-per-sample 35 --batch-size 20 ...
 
 Archs: ``parallel_lstm_lm_1950h_wide{1,2,3,4,5,10,15}`` (Table 2; wide=3 is Table 1's best) and
-``parallel_lstm_lm_420h_wide3_1layer`` (Section 4.1's cell-masking model).
+``parallel_lstm_lm_420h_wide3_1layer`` (Section 4.1's cell-masking model). 1950 units cannot be
+split into 4 equal cells, so ``..._wide4`` has 1952 (cells of 488; the paper does not say how it
+split them).
 """
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -97,11 +99,18 @@ def base_architecture(args):
 PAPER_LM_WIDES = (1, 2, 3, 4, 5, 10, 15)
 
 
+def table2_hidden_size(wide: int) -> int:
+    """1950 units, rounded up to a multiple of ``wide`` so the cells are equal: 1952 for wide=4
+    (cells of 488); every other Table 2 width divides 1950."""
+    return -(-1950 // wide) * wide
+
+
 def _register_table2(wide):
     @register_model_architecture("parallel_lstm_lm", f"parallel_lstm_lm_1950h_wide{wide}")
     def arch(args):
-        fill_defaults(args, ParallelLSTMLMConfig, wide=wide, decoder_hidden_size=1950,
-                      decoder_embed_dim=1950, decoder_layers=2, dropout=0.65, init_scale=0.04)
+        m = table2_hidden_size(wide)
+        fill_defaults(args, ParallelLSTMLMConfig, wide=wide, decoder_hidden_size=m,
+                      decoder_embed_dim=m, decoder_layers=2, dropout=0.65, init_scale=0.04)
 
     return arch
 

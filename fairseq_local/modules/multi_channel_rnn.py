@@ -104,7 +104,10 @@ class MultiChannelRNNLayer(nn.Module):
         else:  # W_j in the cell's gate space (W_hh W_j folded and learned directly)
             self.register_parameter("weight_hh", None)
             self.block_weight = u(self.lags, G * H, H)
-        self.att_v_h, self.att_v_x, self.att_r = u(H, H), u(H, input_size), u(H)
+        if channels > 1:
+            self.att_v_h, self.att_v_x, self.att_r = u(H, H), u(H, input_size), u(H)
+        else:  # one channel: alpha = 1 whatever e is (Eq. 5), so V and r would be inert parameters
+            self.att_v_h = self.att_v_x = self.att_r = None
         self.record_attention = False
         self.last_attention: Optional[Tensor] = None
 
@@ -199,10 +202,12 @@ class MultiChannelRNNLayer(nn.Module):
             outs.append(h_new)
 
         hs = torch.stack(outs)  # [T, B, K, H]
-        # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
-        e = torch.tanh(F.linear(hs, self.att_v_h) + F.linear(x, self.att_v_x).unsqueeze(2)) @ self.att_r
-        alpha = torch.softmax(e, dim=-1)  # [T, B, K]
-        out = (alpha.unsqueeze(-1) * hs).sum(2)
+        if K == 1:
+            alpha, out = hs.new_ones(T, B, 1), hs[:, :, 0]
+        else:  # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
+            e = torch.tanh(F.linear(hs, self.att_v_h) + F.linear(x, self.att_v_x).unsqueeze(2)) @ self.att_r
+            alpha = torch.softmax(e, dim=-1)  # [T, B, K]
+            out = (alpha.unsqueeze(-1) * hs).sum(2)
         if valid is not None:
             out = out * valid.unsqueeze(-1).to(out.dtype)
             alpha = alpha * valid.unsqueeze(-1).to(alpha.dtype)

@@ -27,6 +27,7 @@ ROWS = [  # arch, paper row, paper params, which vocab
     ("mc_rnn_gigaword_3", "Gigaword MC-RNN-3", "40M", "sum"),
     ("mc_rnn_gigaword_4", "Gigaword MC-RNN-4", "42M", "sum"),
     ("mc_rnn_lm_ptb", "PTB MC-RNN (AWD settings)", "-", "lm"),
+    ("mc_rnn_lm_ptb_awd_lstm", "PTB AWD-LSTM baseline", "24M", "lm"),
 ]
 
 
