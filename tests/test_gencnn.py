@@ -134,6 +134,32 @@ def test_vectorised_gradients_equal_reference_gradients(tf_input, variant):
         torch.testing.assert_close(g, e, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("tf_input", ["tf", "all"])
+@pytest.mark.parametrize("chunk_rows", [1, 5, 13])
+def test_chunked_windows_equal_unchunked(tf_input, chunk_rows):
+    """Windows processed in chunks (of sentences, or of windows of one long sentence, to bound
+    allocation sizes) give the same outputs and gradients as all windows at once."""
+    body = make_body(tf_input)
+    T = L_ALPHA + 2 * L_BETA + 3
+    emb = torch.randn(3, T, E, dtype=torch.float64)
+    nonpad = torch.ones(3, T, dtype=torch.bool)
+    nonpad[1, :3] = False
+    emb[1, :3] = 0
+    weight = torch.randn(3, T, 7, dtype=torch.float64)
+
+    def run(rows):
+        for stack in (body.alpha, body.beta):
+            stack.chunk_rows = rows
+        x = emb.clone().requires_grad_(True)
+        body.zero_grad()
+        out = body(x, nonpad)[0]
+        (out * weight).sum().backward()
+        return [out.detach(), x.grad] + [p.grad.clone() for p in body.parameters()]
+
+    for g, e in zip(run(chunk_rows), run(10 ** 9)):
+        torch.testing.assert_close(g, e, rtol=0, atol=1e-12)
+
+
 def test_forward_windows_equals_forward_sequence():
     stack = make_body().alpha
     seq = torch.randn(3, 16, E, dtype=torch.float64)

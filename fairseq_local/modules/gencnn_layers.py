@@ -39,7 +39,10 @@ TIME-ARROW maps (one weight matrix per window location), and TIME-FLOW maps that
 maps (``tf_input="all"``), act on the windows as batched matrix products over locations, taken on
 strided views of the window tensors (``_WindowMatmul``: no gathered copies in the forward, the
 kernel taps' gradients added straight into the input gradient in the backward); window gathers
-are ``index_select``s (backward: ``index_add``).
+are ``index_select``s (backward: ``index_add``).  The per-window work is done in chunks of
+``chunk_rows`` windows (whole sentences, or slices of one long sentence; ≈ 16 MiB per largest
+tensor): glibc malloc serves blocks over 32 MiB by a fresh ``mmap`` each time, whose page faults
+cost about a fifth of a CPU training step when all 2000 windows of a batch went at once.
 ``forward_windows`` is the same computation for explicit windows (used for incremental decoding).
 
 ``GenCNNBody`` wires αCNN and the recursive βCNN (Section 3.3, Figure 4): ``S(e)``, the βCNN summary
@@ -156,6 +159,13 @@ class GatedConvStack(nn.Module):
                 self.w[f"conv_ta_b{li}"] = nn.Parameter(torch.empty(s.n_conv, s.n_ta))
                 self.w[f"gate_ta_w{li}"] = nn.Parameter(torch.empty(s.n_pairs, s.n_ta, k + 1, s.c_ta))
                 self.w[f"gate_ta_b{li}"] = nn.Parameter(torch.empty(s.n_pairs, s.n_ta))
+        # Windows are processed in chunks of at most ``chunk_rows`` (whole sentences, or slices of a long one)
+        # so that no per-window tensor exceeds ~16 MiB (float32): larger ones are mmap'ed and
+        # page-faulted afresh by glibc malloc on every step, about a fifth of a CPU step.
+        per_row = max(max(s.n_in * max(s.c_ta, s.c_tf), s.n_conv * max(s.channels, (s.kernel + 1) * s.c_ta))
+                      for s in self.shapes)
+        self.chunk_rows = max(1, (16 << 20) // (4 * per_row))
+        self._wcache: Optional[dict] = None
         last = self.shapes[-1]
         self.fc = nn.Linear(last.n_out * last.channels, out_dim)
         self.reset_parameters(init_range)
@@ -186,8 +196,13 @@ class GatedConvStack(nn.Module):
             if c0 >= c_all:
                 break
             c = part.shape[-1]
-            Wp = W if (c0 == 0 and c == c_all) else W[..., c0:c0 + c]
-            Wp = Wp.reshape(Wp.shape[:-2] + (width * c,))
+            key = (id(W), c0, c)
+            Wp = None if self._wcache is None else self._wcache.get(key)
+            if Wp is None:  # (a channel slice is a copy: made once for all chunks of windows)
+                Wp = W if (c0 == 0 and c == c_all) else W[..., c0:c0 + c]
+                Wp = Wp.reshape(Wp.shape[:-2] + (width * c,))
+                if self._wcache is not None:
+                    self._wcache[key] = Wp
             if shared:
                 Wp = Wp.expand(n, *Wp.shape)
             bias = None if out is not None else (b.expand(n, b.shape[-1]) if shared else b)
@@ -312,6 +327,24 @@ class GatedConvStack(nn.Module):
         assert r0 + R <= P - self.window + 1, (r0, R, P, self.window)
         if streams is None:
             streams = self.shared_streams(seq)
+        # chunks of whole sentences (bc of them), or of wc windows of one long sentence
+        bc = max(1, self.chunk_rows // max(R, 1))
+        wc = R if (bc > 1 or R <= self.chunk_rows) else self.chunk_rows
+        if B <= bc and wc == R:
+            return self._forward_rows(seq, slot, streams, r0)
+        self._wcache, outs = {}, []
+        try:
+            for b in range(0, B, bc):
+                st = [(Sq[b:b + bc], None if C is None else C[b:b + bc], a, d) for Sq, C, a, d in streams]
+                outs.append(torch.cat([self._forward_rows(seq[b:b + bc], slot[b:b + bc, w:w + wc], st, r0 + w)
+                                       for w in range(0, R, wc)], 1))
+        finally:
+            self._wcache = None
+        return torch.cat(outs, 0)
+
+    def _forward_rows(self, seq: Tensor, slot: Tensor, streams: list, r0: int) -> Tensor:
+        B, P, E = seq.shape
+        R = slot.shape[1]
         tf_loc0, tf_win = slot.reshape(B * R, E), None  # TIME-FLOW input: location 0 / per-window
         ta_win: Optional[Tensor] = None
         for li, s in enumerate(self.shapes):
@@ -361,8 +394,9 @@ class _WindowMatmul(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             gH = H.new_zeros(M, n_in, C)
             stop = start + stride * (n - 1) + 1
+            gu = torch.bmm(go, W).view(n, M, width, C)  # all taps in one product (wider N: faster)
             for t in range(width):  # kernel taps
-                gH[:, start + t:stop + t:stride].add_(torch.bmm(go, W[..., t * C:(t + 1) * C]).transpose(0, 1))
+                gH[:, start + t:stop + t:stride].add_(gu[:, :, t].transpose(0, 1))
         if ctx.needs_input_grad[1]:
             gW = torch.bmm(go.transpose(1, 2), _strided(H, width, stride, start, n))
         if has_b and ctx.needs_input_grad[2]:
