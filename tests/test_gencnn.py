@@ -109,27 +109,34 @@ def test_vectorised_forward_equals_window_by_window_reference(tf_input, variant)
             torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12)
 
 
+def _left_padded_batch(B, T):
+    """Embeddings [B, T, E] (row 1 left-padded by 3), its non-pad mask and an output weighting."""
+    emb = torch.randn(B, T, E, dtype=torch.float64)
+    nonpad = torch.ones(B, T, dtype=torch.bool)
+    nonpad[1, :3] = False
+    emb[1, :3] = 0
+    return emb, nonpad, torch.randn(B, T, 7, dtype=torch.float64)
+
+
+def _output_and_grads(body, fn, emb, weight):
+    """[output, d/d emb, d/d every parameter] of sum(fn(emb) * weight)."""
+    x = emb.clone().requires_grad_(True)
+    body.zero_grad()
+    out = fn(x)
+    (out * weight).sum().backward()
+    return [out.detach(), x.grad] + [p.grad.clone() for p in body.parameters()]
+
+
 @pytest.mark.parametrize("tf_input", ["tf", "all"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_vectorised_gradients_equal_reference_gradients(tf_input, variant):
     """The hand-written backward passes (strided window products, shared TIME-FLOW streams,
     index gathers) give the reference's gradients, for parameters and embeddings."""
     body = make_body(tf_input, *VARIANTS[variant])
-    T = L_ALPHA + 2 * L_BETA + 1
-    emb = torch.randn(2, T, E, dtype=torch.float64)
-    nonpad = torch.ones(2, T, dtype=torch.bool)
-    nonpad[1, :3] = False
-    emb[1, :3] = 0
-    weight = torch.randn(2, T, 7, dtype=torch.float64)
-
-    def grads(fn):
-        x = emb.clone().requires_grad_(True)
-        body.zero_grad()
-        (fn(x) * weight).sum().backward()
-        return [x.grad] + [p.grad.clone() for p in body.parameters()]
-
-    got = grads(lambda x: body(x, nonpad)[0])
-    expected = grads(lambda x: torch.stack([ref_body(body, x[b], nonpad[b]) for b in range(2)]))
+    emb, nonpad, weight = _left_padded_batch(2, L_ALPHA + 2 * L_BETA + 1)
+    got = _output_and_grads(body, lambda x: body(x, nonpad)[0], emb, weight)[1:]
+    expected = _output_and_grads(
+        body, lambda x: torch.stack([ref_body(body, x[b], nonpad[b]) for b in range(2)]), emb, weight)[1:]
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=0, atol=1e-10)
 
@@ -140,21 +147,12 @@ def test_chunked_windows_equal_unchunked(tf_input, chunk_rows):
     """Windows processed in chunks (of sentences, or of windows of one long sentence, to bound
     allocation sizes) give the same outputs and gradients as all windows at once."""
     body = make_body(tf_input)
-    T = L_ALPHA + 2 * L_BETA + 3
-    emb = torch.randn(3, T, E, dtype=torch.float64)
-    nonpad = torch.ones(3, T, dtype=torch.bool)
-    nonpad[1, :3] = False
-    emb[1, :3] = 0
-    weight = torch.randn(3, T, 7, dtype=torch.float64)
+    emb, nonpad, weight = _left_padded_batch(3, L_ALPHA + 2 * L_BETA + 3)
 
     def run(rows):
         for stack in (body.alpha, body.beta):
             stack.chunk_rows = rows
-        x = emb.clone().requires_grad_(True)
-        body.zero_grad()
-        out = body(x, nonpad)[0]
-        (out * weight).sum().backward()
-        return [out.detach(), x.grad] + [p.grad.clone() for p in body.parameters()]
+        return _output_and_grads(body, lambda x: body(x, nonpad)[0], emb, weight)
 
     for g, e in zip(run(chunk_rows), run(10 ** 9)):
         torch.testing.assert_close(g, e, rtol=0, atol=1e-12)
