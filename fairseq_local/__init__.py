@@ -8,7 +8,8 @@ and undoes fairseq's import-time DEBUG root logger.
 from fairseq_local.version import __version__  # noqa: F401
 from fairseq_local import _quiet  # noqa: F401  (must run before fairseq is imported)
 from fairseq_local import safe_loading  # noqa: F401
-from fairseq_local import data, modules, models, optim, tasks  # noqa: F401
+from fairseq_local import data, modules, models, optim, patches, tasks  # noqa: F401
 
 safe_loading.install()
+patches.install_all()
 _quiet.restore_root_logger()
