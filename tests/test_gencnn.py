@@ -361,3 +361,105 @@ def test_hydra_yaml_rows(name):
     dec = make_decoder(alpha_map_kinds=model["alpha_map_kinds"], no_beta=model["no_beta"],
                        adaptive_softmax_cutoff="8,16" if model["adaptive_softmax_cutoff"] else None)
     assert (dec.adaptive_softmax is not None) == name.startswith("table3")
+
+
+# ------------------------------------------------------------------------------------------
+# every sentence length, including L_α + 1 (one βCNN block: the shared βCNN stream is exactly one
+# window long and shorter than its last dilated gate convolution)
+# ------------------------------------------------------------------------------------------
+RERANK_DEMO = ([(3, 6, 5), (3, 4, 3)], [(3, 6, 0), (3, 5, 0)], 12, 8)  # recipe shape, fewer maps
+
+
+@pytest.mark.parametrize("shape", ["tests", "rerank_demo"])
+def test_every_length_equals_reference(shape):
+    """Whole-sentence forward equals the literal reference for every longest length 1 .. 3·L_α."""
+    if shape == "tests":
+        body, La = make_body(), L_ALPHA
+    else:
+        alpha, beta, La, Lb = RERANK_DEMO
+        torch.manual_seed(0)
+        body = GenCNNBody(E, La, alpha, 7, L_beta=Lb, beta_layers=beta, init_range=0.4).double()
+    g = torch.Generator().manual_seed(1)
+    for T in range(1, 3 * La + 1):
+        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        pad = min(3, T - 1)
+        nonpad[1, :pad] = False
+        emb[1, :pad] = 0
+        out, _ = body(emb, nonpad)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
+                                       msg=lambda m: f"T={T}, row {b}: {m}")
+
+
+def test_every_length_full_equals_incremental():
+    dec = make_decoder()
+    for T in range(1, 3 * L_ALPHA + 1):
+        tokens = random_tokens(B=2, T=T, seed=T)
+        full, _ = dec(tokens)
+        state, steps = {}, []
+        for t in range(T):
+            steps.append(dec(tokens[:, : t + 1], incremental_state=state)[0])
+        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-10,
+                                   msg=lambda m: f"T={T}: {m}")
+
+
+def test_eval_lm_every_sentence_length(tmp_path):
+    """fairseq-train + fairseq-eval-lm (one sentence per batch, so each length is the longest of
+    its batch) on sentences of every length 1 .. 3·L_α: eval-lm's loss equals the incremental
+    decoder's loss on the same sentences."""
+    import math
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fairseq import checkpoint_utils
+
+    La, Lb = L_ALPHA, L_BETA
+    words = [f"w{i}" for i in range(12)]
+    g = torch.Generator().manual_seed(0)
+    # a sentence of n words is n + 1 tokens with its </s>: lengths 1 .. 3·L_α
+    lines = [" ".join(words[int(i)] for i in torch.randint(0, 12, (n,), generator=g))
+             for n in range(3 * La)]
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bindir = tmp_path / "bin"
+    binpath = Path(sys.executable).parent
+    env = {"OMP_NUM_THREADS": "1", "PATH": str(binpath) + ":/usr/bin:/bin"}
+    repo = Path(__file__).resolve().parent.parent
+    user_dir = str(repo / "fairseq_local")
+
+    def run(*cmd):
+        proc = subprocess.run([str(binpath / cmd[0]), *cmd[1:]], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    run("fairseq-preprocess", "--only-source", "--trainpref", str(raw), "--validpref", str(raw),
+        "--destdir", str(bindir), "--workers", "1")
+    lm = ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "64"]
+    run("fairseq-train", str(bindir), "--user-dir", user_dir, *lm, "--arch", "gencnn", "--cpu",
+        "--alpha-length", str(La), "--beta-length", str(Lb), "--decoder-embed-dim", str(E),
+        "--alpha-layers", "(3,4,3),(2,3,2)", "--beta-layers", "(3,4,0),(2,3,0)", "--fc-dim", "8",
+        "--optimizer", "adagrad", "--lr", "0.05", "--batch-size", "4", "--max-update", "2",
+        "--required-batch-size-multiple", "1", "--save-dir", str(tmp_path / "ckpt"),
+        "--no-epoch-checkpoints", "--disable-validation", "--seed", "1")
+    ckpt = tmp_path / "ckpt" / "checkpoint_last.pt"
+    out = run("fairseq-eval-lm", str(bindir), "--user-dir", user_dir, *lm, "--path", str(ckpt), "--cpu",
+              "--gen-subset", "valid", "--batch-size", "1", "--required-batch-size-multiple", "1")
+    reported = float(out.split("Loss (base 2): ")[1].split(",")[0])
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(ckpt)])
+    model, d = models[0].eval(), task.dictionary
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for line in lines:
+            target = d.encode_line(line, add_if_not_exist=False).long()[None]
+            source = torch.cat([target.new_full((1, 1), d.eos()), target[:, :-1]], 1)
+            state, lp = {}, []
+            for t in range(source.shape[1]):
+                step = model(source[:, : t + 1], incremental_state=state)
+                lp.append(model.get_normalized_probs(step, log_probs=True)[0, -1, target[0, t]])
+            total -= float(sum(lp))
+            count += target.shape[1]
+    assert count == sum(n + 1 for n in range(3 * La))
+    assert abs(reported - total / count / math.log(2)) < 1e-3, (reported, total / count / math.log(2))

@@ -284,8 +284,8 @@ class GatedConvStack(nn.Module):
                 break
             k, w, v = s.kernel, self.w[f"conv_tf_w{li}"], self.w[f"gate_tf_w{li}"]
             x = Seq.transpose(1, 2)
-            C = self.act(F.conv1d(x, w.permute(0, 2, 1), self.w[f"conv_tf_b{li}"], dilation=d).transpose(1, 2))
-            G = F.conv1d(x, v.permute(0, 2, 1), self.w[f"gate_tf_b{li}"], dilation=d).transpose(1, 2)
+            C = self.act(_dilated_conv(x, w, self.w[f"conv_tf_b{li}"], d))
+            G = _dilated_conv(x, v, self.w[f"gate_tf_b{li}"], d)
             streams.append((Seq, C, a, d))
             # Eq. 5 once per position q: the pair of conv outputs (q, q + d), gate at q
             Seq = torch.lerp(C[:, d:], C[:, :G.shape[1]], torch.sigmoid(G))
@@ -402,6 +402,18 @@ class _WindowMatmul(torch.autograd.Function):
         if has_b and ctx.needs_input_grad[2]:
             gb = go.sum(1)
         return gH, gW, gb, None, None, None, None
+
+
+def _dilated_conv(x: Tensor, w: Tensor, b: Tensor, d: int) -> Tensor:
+    """Dilated convolution of a stream x (B, c, Q) with w (F, width, c) -> (B, Q - d(width-1), F).
+
+    A stream shorter than the dilated kernel gives no positions (an empty result, where ``conv1d``
+    would raise).  That happens when the sequence is exactly one window long (a βCNN recursion of
+    one block: the longest sentence of a batch has L_α + 1 tokens) and the last layer keeps only
+    location 0: the windows then need no position of the stream, only the per-window location 0."""
+    if x.shape[-1] < d * (w.shape[1] - 1) + 1:
+        return x.new_zeros(x.shape[0], 0, w.shape[0])
+    return F.conv1d(x, w.permute(0, 2, 1), b, dilation=d).transpose(1, 2)
 
 
 def _strided(H: Tensor, width: int, stride: int, start: int, n: int) -> Tensor:
