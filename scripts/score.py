@@ -1,58 +1,95 @@
 #!/usr/bin/env python
-"""Score hypotheses against one or more references: sacrebleu BLEU (detokenized and tokenized),
-optionally lowercased (NIST-style), multi-reference, and ROUGE-1/2/L F1 (rouge-score).
+"""Score hypotheses against one or more references: sacrebleu BLEU (with its signature) and
+optionally ROUGE-1/2/L F1 (rouge-score), case-insensitive on request, multi-reference.
 
     python scripts/score.py --hyp hyp.txt --ref ref0.txt [--ref ref1.txt ...] [--lowercase]
                             [--tokenize 13a|intl|zh|char|none] [--rouge] [--json OUT]
 
-"detokenized BLEU" is sacrebleu with its own tokenizer (``--tokenize``, default 13a; use zh for
-Chinese targets) on the text as given; "tokenized BLEU" is sacrebleu with ``tokenize=none`` on the
-text split on whitespace, which equals multi-bleu.perl on already tokenized text.
+The one scoring convention of the recipes: detokenized hypotheses against the raw references,
+scored with sacrebleu's own tokenizer (default 13a; zh for Chinese targets), printed as
+"BLEU (detokenized, ...)".  ``--tokenize none`` scores the whitespace tokens as given (= multi-bleu.perl
+on tokenized text) and is printed as "BLEU (tokenized, ...)": never compare the two.
+ROUGE is rouge-score's F1 (stemmed) in [0, 1]; with several references each sentence takes its
+best reference (``RougeScorer.score_multi``), averaged over sentences.
 """
 import argparse
 import json
 import os
 import sys
 
+PROG = "score.py"
+
+
+def fail(msg):
+    sys.exit(f"{PROG}: error: {msg}")
+
 
 def read_lines(path, what):
+    """Lines of a UTF-8 text file (newline stripped); one clear error for a missing or non-UTF-8 file."""
     if not os.path.isfile(path):
-        sys.exit(f"score.py: error: {what} file '{path}' does not exist")
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+        fail(f"{what} file '{path}' does not exist")
+    with open(path, "rb") as f:
+        raw = f.read().split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
+    lines = []
+    for i, b in enumerate(raw, 1):
+        try:
+            lines.append(b.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            fail(f"{path}:{i}: not UTF-8 ({e.reason} at byte {e.start})")
+    return lines
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--hyp", required=True)
     p.add_argument("--ref", required=True, action="append", help="reference file; repeat for multi-reference")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive scores (NIST-style)")
-    p.add_argument("--tokenize", default="13a", choices=["13a", "intl", "zh", "char", "none"])
+    p.add_argument("--tokenize", default="13a", choices=["13a", "intl", "zh", "char", "none"],
+                   help="sacrebleu tokenizer (default 13a); none = tokenized BLEU on the given tokens")
     p.add_argument("--rouge", action="store_true", help="also report ROUGE-1/2/L F1 (summarization)")
     p.add_argument("--json", help="write the scores to this JSON file too")
     return p.parse_args(argv)
 
 
+def bleu_label(tokenize, lowercase):
+    case = "case-insensitive" if lowercase else "case-sensitive"
+    if tokenize == "none":
+        return f"BLEU (tokenized: whitespace tokens as given, as multi-bleu.perl, {case})"
+    return f"BLEU (detokenized: sacrebleu tokenize {tokenize}, {case})"
+
+
 def score(hyps, refs, lowercase=False, tokenize="13a", rouge=False):
+    """Scores of `hyps` against the reference streams `refs` (a list of lists, one per reference)."""
     import sacrebleu
 
     out = {}
     bleu = sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize=tokenize)
     out["bleu"] = bleu.corpus_score(hyps, refs).score
     out["bleu_signature"] = str(bleu.get_signature())
-    tok = sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize="none")
-    out["bleu_tokenized"] = tok.corpus_score(hyps, refs).score
+    out["bleu_kind"] = "tokenized" if tokenize == "none" else "detokenized"
+    out["bleu_label"] = bleu_label(tokenize, lowercase)
     if rouge:
         from rouge_score import rouge_scorer
 
-        scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-        totals = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+        keys = ("rouge1", "rouge2", "rougeL")
+        scorer = rouge_scorer.RougeScorer(list(keys), use_stemmer=True)
+        totals = dict.fromkeys(keys, 0.0)
         for i, h in enumerate(hyps):
-            # multi-reference: the best F1 over references, per sentence
-            for key in totals:
-                totals[key] += max(scorer.score(r[i], h)[key].fmeasure for r in refs)
-        out.update({f"{k}_f1": 100 * v / max(1, len(hyps)) for k, v in totals.items()})
+            best = scorer.score_multi([r[i] for r in refs], h)  # best reference per sentence
+            for k in keys:
+                totals[k] += best[k].fmeasure
+        out.update({f"{k}_f1": v / max(1, len(hyps)) for k, v in totals.items()})
     return out
+
+
+def format_scores(s):
+    lines = [f"{s['bleu_label']} = {s['bleu']:.2f}   [{s['bleu_signature']}]"]
+    if "rouge1_f1" in s:
+        lines.append(f"ROUGE F1 (rouge-score, stemmed): R-1 {s['rouge1_f1']:.4f}  R-2 {s['rouge2_f1']:.4f}"
+                     f"  R-L {s['rougeL_f1']:.4f}")
+    return lines
 
 
 def main(argv=None):
@@ -61,19 +98,18 @@ def main(argv=None):
     refs = [read_lines(r, "--ref") for r in a.ref]
     for path, r in zip(a.ref, refs):
         if len(r) != len(hyps):
-            sys.exit(f"score.py: error: {path} has {len(r)} lines but {a.hyp} has {len(hyps)}")
+            fail(f"{path} has {len(r)} lines but {a.hyp} has {len(hyps)}")
     if not hyps:
-        sys.exit(f"score.py: error: {a.hyp} is empty")
+        fail(f"{a.hyp} is empty")
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
-    case = " (lowercased)" if a.lowercase else ""
-    print(f"BLEU (detokenized, sacrebleu{case}) = {s['bleu']:.2f}   [{s['bleu_signature']}]")
-    print(f"BLEU (tokenized, tokenize=none{case}) = {s['bleu_tokenized']:.2f}")
-    if a.rouge:
-        print(f"ROUGE F1: R-1 = {s['rouge1_f1']:.2f}  R-2 = {s['rouge2_f1']:.2f}  R-L = {s['rougeL_f1']:.2f}")
+    s["nrefs"] = len(refs)
+    for line in format_scores(s):
+        print(line)
     if a.json:
-        with open(a.json + ".tmp", "w") as f:
+        tmp = f"{a.json}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
             json.dump(s, f, indent=2)
-        os.replace(a.json + ".tmp", a.json)
+        os.replace(tmp, a.json)
     return s
 
 

@@ -18,3 +18,110 @@ activate_env() {  # use .venv when the caller has no fairseq on PATH
   fi
 }
 nsuffix() { if [ "$1" -gt 0 ]; then echo "$1"; fi; }  # 0 -> "", 1 -> "1" (fairseq test split names)
+abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }  # abs_dir DIR: create DIR, print its absolute path
+abs_path() { local d; d=$(cd "$(dirname "$1")" && pwd) || die "'$1': no such directory"; echo "$d/$(basename "$1")"; }
+
+# ---- downloads: a URL (http(s):// or file:// mirror) or a local copy, checked against a sha256 ----
+SHA256SUMS="$REPO_ROOT/scripts/recipes/SHA256SUMS"
+known_sha256() {  # known_sha256 NAME: the recorded sha256 of the download NAME (empty when none is recorded)
+  awk -v f="$1" '$2 == f || $2 == "*" f { print $1; exit }' "$SHA256SUMS"
+}
+check_sha256() {  # check_sha256 FILE EXPECTED WHAT: die (one line) on a mismatch; say the hash when none is recorded
+  local got; got=$(sha256sum "$1" | cut -d' ' -f1)
+  if [ -z "$2" ]; then say "no sha256 recorded for $3; $1 has sha256 $got"
+  elif [ "$got" != "$2" ]; then
+    die "$3: sha256 mismatch: expected $2, got $got ($1); a partial or different file (pass --sha256 for a repackaged mirror)"
+  fi
+}
+download() {  # download URL DEST SHA256: fetch to a temporary name, verify, then move into place
+  local tmp="$2.part.$$"
+  python - "$1" "$tmp" <<'PY' || { rm -f "$tmp"; exit 2; }
+import shutil, sys, urllib.request
+url, dest = sys.argv[1:]
+try:
+    with urllib.request.urlopen(url, timeout=120) as r, open(dest, "wb") as f:
+        shutil.copyfileobj(r, f)
+except Exception as e:  # one line, no traceback: offline, 404, bad file:// path...
+    sys.exit(f"error: cannot download {url}: {e} (offline? pass a local copy or a file:// mirror)")
+PY
+  ( check_sha256 "$tmp" "$3" "$1" ) || { rm -f "$tmp"; exit 2; }
+  mv "$tmp" "$2"
+}
+
+# ---- text processing shared by the recipes ----
+lowercase() { python -c "import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)"; }
+moses_tok() {  # moses_tok LANG IN OUT [--lowercase]: Moses tokenization (sacremoses, escaped like tokenizer.perl)
+  local tmp="$3.tmp.$$"
+  sacremoses -q -l "$1" -j "${WORKERS:-1}" tokenize <"$2" >"$tmp" || { rm -f "$tmp"; die "Moses tokenization of $2 failed"; }
+  if [ "${4:-}" = --lowercase ]; then lowercase <"$tmp" >"$tmp.lc" && mv "$tmp.lc" "$tmp"; fi
+  same_lines "$2" "$tmp"; mv "$tmp" "$3"
+}
+moses_detok() {  # moses_detok LANG IN OUT: undo moses_tok (sacremoses detokenize, XML unescaped)
+  local tmp="$3.tmp.$$"
+  sacremoses -q -l "$1" -j "${WORKERS:-1}" detokenize <"$2" >"$tmp" || { rm -f "$tmp"; die "Moses detokenization of $2 failed"; }
+  same_lines "$2" "$tmp"; mv "$tmp" "$3"
+}
+gen_text() {  # gen_text GEN_LOG H|T|S OUT [--expect N]: one field of a fairseq-generate log in corpus order
+  python "$REPO_ROOT/scripts/lib/gen_text.py" "$@" || exit 2
+}
+
+# ---- the one scoring path of every recipe ----
+# score_translation GEN_LOG OUT_PREFIX [--lang L] [--lowercase] [--tokenized] [--ref RAW_REF]...
+#   OUT_PREFIX.hyp.tok: fairseq's best hypotheses in corpus order (BPE removed, still tokenized);
+#   OUT_PREFIX.hyp: those Moses-detokenized.  With raw references (one --ref each; NIST: four):
+#   detokenized BLEU against them (scripts/score.py: sacrebleu 13a, signature printed).  With
+#   --tokenized, or when no raw reference is given: also tokenized BLEU of OUT_PREFIX.hyp.tok against
+#   the binarized references (T- lines), labelled "tokenized".  Scores: OUT_PREFIX.score (+ .json).
+score_translation() {
+  local gen=$1 out=$2 lang=en lc=() tokd=0 refs=() expect=()
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --lang) lang=$2; shift 2 ;;
+      --lowercase) lc=(--lowercase); shift ;;
+      --tokenized) tokd=1; shift ;;
+      --ref) need_file "$2" "reference"; refs+=(--ref "$2"); shift 2 ;;
+      *) die "score_translation: unknown option $1" ;;
+    esac
+  done
+  if [ ${#refs[@]} -gt 0 ]; then expect=(--expect "$(wc -l <"${refs[1]}")"); fi
+  gen_text "$gen" H "$out.hyp.tok" "${expect[@]}"
+  : >"$out.score.tmp"
+  if [ ${#refs[@]} -gt 0 ]; then
+    moses_detok "$lang" "$out.hyp.tok" "$out.hyp"
+    python "$REPO_ROOT/scripts/score.py" --hyp "$out.hyp" "${refs[@]}" "${lc[@]}" --json "$out.json" \
+      >>"$out.score.tmp" || exit 2
+  fi
+  if [ "$tokd" = 1 ] || [ ${#refs[@]} -eq 0 ]; then
+    gen_text "$gen" T "$out.ref.tok"
+    python "$REPO_ROOT/scripts/score.py" --hyp "$out.hyp.tok" --ref "$out.ref.tok" --tokenize none "${lc[@]}" \
+      --json "$out.tok.json" >>"$out.score.tmp" || exit 2
+  fi
+  mv "$out.score.tmp" "$out.score"; cat "$out.score"
+}
+# score_summaries GEN_LOG OUT_PREFIX --ref REF [--ref REF2...]: ROUGE-1/2/L F1 of the best hypotheses
+#   (OUT_PREFIX.hyp) against the release's reference files (never fairseq's T- lines, where words
+#   outside the vocabulary read <<unk>>), best reference per sentence; OUT_PREFIX.score (+ .json).
+score_summaries() {
+  local gen=$1 out=$2 refs=(); shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in --ref) need_file "$2" "reference"; refs+=(--ref "$2"); shift 2 ;; *) die "score_summaries: unknown option $1" ;; esac
+  done
+  [ ${#refs[@]} -gt 0 ] || die "score_summaries: at least one --ref is required"
+  gen_text "$gen" H "$out.hyp" --expect "$(wc -l <"${refs[1]}")"
+  python "$REPO_ROOT/scripts/score.py" --hyp "$out.hyp" "${refs[@]}" --lowercase --rouge --json "$out.json" \
+    >"$out.score.tmp" || exit 2
+  mv "$out.score.tmp" "$out.score"; cat "$out.score"
+}
+
+# ---- --small: a smoke run of a recipe (what CI runs): the paper's model and schedule, but a couple
+# of updates, one validation, beam 2 and short outputs ----
+SMALL_HYDRA=() SMALL_CLI=() SMALL_GEN=()
+set_small() {
+  SMALL=1
+  SMALL_HYDRA=(optimization.max_update=2 optimization.max_epoch=1 checkpoint.no_epoch_checkpoints=true
+               common.log_interval=1 dataset.num_workers=0)
+  SMALL_CLI=(--max-update 2 --max-epoch 1 --no-epoch-checkpoints --log-interval 1 --num-workers 0)
+  SMALL_GEN=(--beam 2 --max-len-a 0 --max-len-b 16)
+}
+if [ "${SMALL:-0}" = 1 ]; then set_small; fi
