@@ -14,22 +14,34 @@ on its allow-list.  A fairseq checkpoint pickles a few non-tensor objects beside
 :func:`install` adds exactly these to torch's allow-list (``torch.serialization.add_safe_globals``);
 safe loading stays on for everything else.  A checkpoint that needs any other global is refused by
 torch, and :func:`install` also wraps fairseq's ``load_checkpoint_to_cpu`` so that refusal becomes
-one line naming the checkpoint and the offending global.
+one line naming the checkpoint and the offending global.  The wrapper also checks the file first
+(:func:`check_integrity`: empty, truncated, or a CRC-32 mismatch from a flipped bit), so a damaged
+file is one line "FILE is not a complete checkpoint (...)" rather than zip or pickle internals.
+:func:`require_model` lets a tool that needs one kind of model (an LM, an MC-RNN...) say which
+arch a checkpoint holds and which one it needs.
 """
 import argparse
 import collections
+import errno
 import functools
+import os
 import pickle
 import re
+import struct
 import typing
+import zipfile
+import zlib
 
 import numpy as np
 import torch
 
-__all__ = ["SAFE_GLOBALS", "install", "UnsafeCheckpointError", "safe_load"]
+from fairseq_local.errors import CheckpointError, UserError
+
+__all__ = ["SAFE_GLOBALS", "install", "UnsafeCheckpointError", "safe_load", "check_integrity",
+           "checkpoint_model", "require_model", "load_model_checked", "is_language_model"]
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
+class UnsafeCheckpointError(UserError, pickle.UnpicklingError):
     """A checkpoint pickles a global that is not on fairseq_local's allow-list."""
 
 
@@ -109,26 +121,84 @@ def install():
     return SAFE_GLOBALS
 
 
-_GLOBAL_RE = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+# torch words a refused global "Unsupported global: GLOBAL fractions.Fraction was not an allowed
+# global" or "Trying to load unsupported GLOBAL posix.system whose module posix is blocked"
+_GLOBAL_RE = re.compile(r"GLOBAL ([\w.]+)")
 
 
 def _explain(path, err):
+    """The one-line error for a refused ``torch.load``: an unsafe global, or a damaged file."""
     m = _GLOBAL_RE.search(str(err))
-    what = f"global '{m.group(1)}'" if m else "an object"
+    if m is None:  # not a refused global: a damaged pickle ("Unsupported operand 182", ...)
+        return not_complete(path, _first_line(err))
     return UnsafeCheckpointError(
-        f"{path}: refused to unpickle {what}: it is not on fairseq_local's safe-loading allow-list "
-        f"(fairseq_local.safe_loading.SAFE_GLOBALS); only load checkpoints you trust, and add the "
-        f"global with torch.serialization.add_safe_globals if you do"
+        f"{path}: refused to unpickle global '{m.group(1)}': it is not on fairseq_local's safe-loading "
+        f"allow-list (fairseq_local.safe_loading.SAFE_GLOBALS); only load checkpoints you trust, and add "
+        f"the global with torch.serialization.add_safe_globals if you do"
     )
 
 
-def safe_load(path, map_location="cpu"):
-    """``torch.load(path, weights_only=True)`` with the allow-list, and a one-line refusal."""
-    install()
+def _first_line(err) -> str:
+    """The informative line of an exception (torch's weights_only errors start with boilerplate)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    specific = [line for line in lines if re.search(r"Unsupported|error: \S", line)]
+    line = (specific or lines or [""])[0]
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+
+
+def not_complete(path, reason) -> CheckpointError:
+    return CheckpointError(f"{path} is not a complete checkpoint ({reason})")
+
+
+def check_integrity(path):
+    """Raise :class:`CheckpointError` for an empty, truncated or bit-flipped checkpoint file.
+
+    torch's zip reader checks no CRC: a flipped bit in a tensor loads silently as a wrong weight.
+    ``zipfile.testzip`` reads every member and checks its CRC-32 (about as fast as reading)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        raise not_complete(path, "empty file")
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as z:
+                bad = z.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError) as err:
+            raise not_complete(path, f"damaged zip archive: {_first_line(err)}") from None
+        if bad is not None:
+            raise not_complete(path, f"CRC-32 mismatch in {bad}: the file is damaged")
+        return
+    with open(path, "rb") as f:
+        if f.read(4) == b"PK\x03\x04":
+            raise not_complete(path, f"truncated zip archive of {size} bytes, no central directory")
+
+
+_DAMAGED = (EOFError, zipfile.BadZipFile, zlib.error, struct.error, UnicodeDecodeError)
+
+
+def _load(path, load):
+    """Run ``load()`` (a torch.load of ``path``), turning every failure into one line."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "no such checkpoint", path)
+    check_integrity(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return load()
+    except UnsafeCheckpointError:
+        raise
     except pickle.UnpicklingError as err:
         raise _explain(path, err) from None
+    except _DAMAGED as err:
+        raise not_complete(path, _first_line(err)) from None
+    except (RuntimeError, OSError) as err:
+        if isinstance(err, FileNotFoundError) or not re.search(
+                r"PytorchStreamReader|zip archive|Invalid argument|invalid load key|corrupt", str(err)):
+            raise
+        raise not_complete(path, _first_line(err)) from None
+
+
+def safe_load(path, map_location="cpu", mmap=False):
+    """``torch.load(path, weights_only=True)`` with the allow-list, and one-line refusals."""
+    install()
+    return _load(path, lambda: torch.load(path, map_location=map_location, weights_only=True, mmap=mmap))
 
 
 def _wrap_fairseq_loader():
@@ -140,12 +210,73 @@ def _wrap_fairseq_loader():
 
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
-        try:
+        if not _is_local(path):
             return original(path, *args, **kwargs)
-        except pickle.UnpicklingError as err:
-            if isinstance(err, UnsafeCheckpointError):
-                raise
-            raise _explain(path, err) from None
+        try:
+            state = _load(path, lambda: original(path, *args, **kwargs))
+        except (KeyError, TypeError, AttributeError) as err:
+            # fairseq's upgrade code fails on a torch file that is not a fairseq checkpoint
+            raise not_complete(path, f"not a fairseq checkpoint: {_first_line(err)}") from None
+        if not isinstance(state, dict) or "model" not in state:
+            raise not_complete(path, "no 'model' entry: not a fairseq checkpoint")
+        return state
 
     load_checkpoint_to_cpu._fairseq_local_wrapped = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def _is_local(path) -> bool:
+    from fairseq.file_io import PathManager
+
+    return isinstance(path, str) and not PathManager.path_requires_pathmanager(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# which model a checkpoint holds, for tools that need one kind
+# ------------------------------------------------------------------------------------------------
+def checkpoint_model(path):
+    """``(arch, model name, task)`` of a fairseq checkpoint (CLI- or Hydra-trained)."""
+    from fairseq import checkpoint_utils
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    cfg, args = state.get("cfg"), state.get("args")
+    arch = task = None
+    if cfg is not None and cfg.get("model") is not None:
+        model_cfg = cfg["model"]
+        arch = model_cfg.get("arch", None) or model_cfg.get("_name", None)
+        task = cfg["task"].get("_name", None) if cfg.get("task") is not None else None
+    if arch is None and args is not None:
+        arch, task = getattr(args, "arch", None), getattr(args, "task", None)
+    return arch, ARCH_MODEL_NAME_REGISTRY.get(arch, arch), task
+
+
+def require_model(path, accept, need: str):
+    """Stop with one line unless the checkpoint's model is one ``accept`` takes.
+
+    ``accept``: model names (``{"mc_rnn", "mc_rnn_lm"}``) or a predicate on the model class;
+    ``need`` completes the sentence "..., but PROG needs ..." (e.g. "an mc_rnn model")."""
+    from fairseq.models import MODEL_REGISTRY
+
+    from fairseq_local.errors import prog_name
+
+    arch, model, task = checkpoint_model(path)
+    ok = accept(MODEL_REGISTRY.get(model)) if callable(accept) else model in accept
+    if not ok:
+        raise CheckpointError(f"{path} holds a '{arch}' model (model {model}, task {task}), but {prog_name()} "
+                              f"needs {need}")
+    return arch, model, task
+
+
+def is_language_model(model_cls) -> bool:
+    from fairseq.models import FairseqLanguageModel
+
+    return model_cls is not None and issubclass(model_cls, FairseqLanguageModel)
+
+
+def load_model_checked(path, accept, need: str, arg_overrides=None):
+    """``checkpoint_utils.load_model_ensemble_and_task([path])`` after :func:`require_model`."""
+    from fairseq import checkpoint_utils
+
+    require_model(path, accept, need)
+    return checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides)

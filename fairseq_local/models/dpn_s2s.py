@@ -31,6 +31,7 @@ from fairseq.modules import FairseqDropout, PositionalEmbedding
 from fairseq.utils import safe_getattr
 from torch import Tensor, nn
 
+from fairseq_local.config_checks import check_divides, check_sizes
 from fairseq_local.modules.dpn_gate import DPNGate
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
 
@@ -264,6 +265,9 @@ class DPNS2SModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
+        check_sizes(cfg, DPNS2SConfig)
+        for side in ("encoder", "decoder"):
+            check_divides(cfg, f"{side}_embed_dim", f"{side}_attention_heads")
         if cfg.encoder_embed_dim != cfg.decoder_embed_dim:
             raise ValueError(f"--encoder-embed-dim ({cfg.encoder_embed_dim}) must equal --decoder-embed-dim "
                              f"({cfg.decoder_embed_dim}): the decoder attends to both encoder paths directly")

@@ -38,6 +38,7 @@ from fairseq.modules import AdaptiveSoftmax, FairseqDropout
 from fairseq.utils import safe_getattr
 from torch import Tensor
 
+from fairseq_local.config_checks import check_sizes
 from fairseq_local.modules.gencnn_layers import GenCNNBody, parse_layers
 
 logger = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ class GenCNNDecoder(FairseqIncrementalDecoder):
 class GenCNNLanguageModel(FairseqLanguageModel):
     @classmethod
     def build_model(cls, cfg, task):
+        check_sizes(cfg, GenCNNConfig, allow_zero=("beta_length",))
         return cls(GenCNNDecoder(cfg, task.target_dictionary))
 
 

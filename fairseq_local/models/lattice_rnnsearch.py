@@ -26,6 +26,7 @@ from fairseq_local.modules.recurrent_seq2seq import (
     RecurrentEncoder,
     fill_defaults,
 )
+from fairseq_local.config_checks import check_sizes
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 
 LATTICE_KEYS = ("lat_in_words", "lat_in_prev", "lat_in_mask", "lat_out_words", "lat_out_next", "lat_out_mask")
@@ -89,6 +90,7 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         fill_defaults(cfg, LatticeRNNSearchConfig)
+        check_sizes(cfg, LatticeRNNSearchConfig)
         if cfg.lattice_variant not in VARIANTS:
             raise ValueError(f"--lattice-variant must be one of {', '.join(VARIANTS)} (got {cfg.lattice_variant!r})")
         if cfg.lattice_composition not in COMPOSITIONS:

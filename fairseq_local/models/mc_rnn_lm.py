@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
 
+from fairseq_local.config_checks import check_sizes
 from fairseq_local.models.mc_rnn import check_mc_options
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
@@ -57,6 +58,7 @@ class MCRNNLanguageModel(FairseqLanguageModel):
     @classmethod
     def build_model(cls, cfg, task):
         fill_defaults(cfg, MCRNNLMConfig)
+        check_sizes(cfg, MCRNNLMConfig)
         check_cell_type(cfg.cell)
         check_mc_options(cfg)
         d = task.target_dictionary

@@ -28,7 +28,7 @@ from fairseq_local.modules.recurrent_seq2seq import fill_defaults
 class ParallelLSTMConfig(RNNSearchConfig):
     wide: int = field(default=1, metadata={"help": "parallel cells per recurrent layer (paper's 'wide')"})
     encoder_bidirectional_layers: int = field(
-        default=1, metadata={"help": "number of bottom encoder layers that are bidirectional "
+        default=1, metadata={"min": 0, "help": "number of bottom encoder layers that are bidirectional "
                                      "(two directions of hidden/2 units); the rest are unidirectional"})
     encoder_unidirectional: bool = field(
         default=True, metadata={"help": "must stay true: bidirectionality is set by "

@@ -24,6 +24,7 @@ from fairseq.models import FairseqLanguageModel, register_model, register_model_
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.modules import FairseqDropout
 
+from fairseq_local.config_checks import check_divides, check_sizes
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
 
@@ -72,6 +73,8 @@ class ParallelLSTMLanguageModel(FairseqLanguageModel):
     @classmethod
     def build_model(cls, args, task):
         base_architecture(args)
+        check_sizes(args, ParallelLSTMLMConfig)
+        check_divides(args, "decoder_hidden_size", "wide")
         dictionary = task.target_dictionary
         embed = Embedding(len(dictionary), args.decoder_embed_dim, dictionary.pad())
         hidden = args.decoder_hidden_size

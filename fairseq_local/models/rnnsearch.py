@@ -21,6 +21,7 @@ from fairseq_local.modules.recurrent_seq2seq import (
     fill_defaults,
     set_defaults,
 )
+from fairseq_local.config_checks import check_sizes
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer, check_cell_type
 
 
@@ -75,6 +76,7 @@ class RNNSearchModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         fill_defaults(cfg, cls.config_class)
+        check_sizes(cfg, cls.config_class)
         cls.validate(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         drop = cfg.dropout

@@ -1,0 +1,80 @@
+"""One-line errors for bad input, whichever entry point meets them.
+
+Code that finds bad input (an impossible option, a malformed or incomplete file, a checkpoint of
+the wrong kind) raises a :class:`UserError` whose message names the file, line or option.  Entry
+points never catch these one by one: importing the plugin installs one hook
+(``fairseq_local/patches/one_line_errors.py``) that prints ``PROG: error: MESSAGE`` and exits
+with status 2 for them, whether the program is a fairseq CLI (``fairseq-train``, ``-generate``,
+``-interactive``, ``-eval-lm``), ``fairseq-hydra-train`` or one of our scripts.  Any other
+exception is a bug and keeps its full traceback.
+"""
+import os
+import sys
+from typing import Optional
+
+__all__ = ["UserError", "ConfigError", "InputFileError", "CheckpointError", "one_line", "report"]
+
+
+class UserError(Exception):
+    """Bad input or options; the message (one line) names the file, line or option."""
+
+    exit_code = 2
+    is_user_error = True  # modules that cannot import this one mark their error classes the same way
+
+
+class ConfigError(UserError, ValueError):
+    """An impossible option value (the message names the option)."""
+
+
+class InputFileError(UserError, ValueError):
+    """A missing, incomplete or malformed input file (the message names the file and line)."""
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint that cannot be used: not a complete checkpoint, or of the wrong model family."""
+
+
+def _marker(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}: "
+
+
+def one_line(exc: BaseException) -> Optional[str]:
+    """The message a CLI prints for ``exc`` as its one error line, or None for a bug."""
+    if isinstance(exc, UserError) or getattr(type(exc), "is_user_error", False):
+        return " ".join(str(exc).split("\n"))
+    if isinstance(exc, FileNotFoundError):  # fairseq: "Dataset not found: test (DIR)", missing --path...
+        if exc.filename is not None:
+            return f"{exc.filename}: {exc.strerror or 'no such file or directory'}"
+        return " ".join(str(exc).split("\n"))
+    if type(exc).__name__ == "ProcessRaisedException":  # torch.multiprocessing.spawn: a child's traceback
+        last = str(exc).rstrip().splitlines()[-1] if str(exc).strip() else ""
+        for cls in _all_subclasses(UserError):
+            if last.startswith(_marker(cls)):
+                return last[len(_marker(cls)):]
+    return None
+
+
+def _all_subclasses(cls):
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += _all_subclasses(sub)
+    return out
+
+
+def prog_name() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "fairseq_local"
+
+
+def report(exc: BaseException, prog: Optional[str] = None, stream=None) -> Optional[int]:
+    """Print ``PROG: error: MESSAGE`` for a user error and return its exit status; None for a bug."""
+    msg = one_line(exc)
+    if msg is None:
+        return None
+    stream = stream or sys.stderr
+    try:
+        stream.flush()
+    except Exception:  # pragma: no cover
+        pass
+    stream.write(f"{prog or prog_name()}: error: {msg}\n")
+    stream.flush()
+    return getattr(exc, "exit_code", 2)

@@ -1,0 +1,120 @@
+"""Every checkpoint file a run writes appears atomically: complete, or not at all.
+
+fairseq writes ``checkpointN.pt`` (or ``checkpoint_E_U.pt``) once, through
+``checkpoint_utils.torch_persistent_save`` (a fixed ``NAME.tmp`` renamed without fsync), and then
+*copies* it to ``checkpoint_best.pt`` / ``checkpoint_last.pt`` with ``PathManager.copy``, which
+writes the destination in place: a run killed during that copy leaves a truncated
+``checkpoint_last.pt`` that resuming cannot load.  :func:`install` replaces both writers (for
+local paths; remote iopath paths keep fairseq's code): the bytes go to a unique temporary file in
+the same directory, which is fsync'ed and then ``os.replace``'d over the destination, and the
+directory is fsync'ed.  A kill at any moment leaves the previous complete file in place (plus at
+most a hidden ``.NAME.fairseq-local-PID-XXXX.tmp`` file, removed when the next run takes the
+``--save-dir`` lock, see ``save_dir_lock.py``), so a resumed run continues from the last
+complete checkpoint.  ``--write-checkpoints-asynchronously`` writes synchronously (atomically)
+for local paths.
+"""
+import os
+import re
+import shutil
+import uuid
+
+TMP_RE = re.compile(r"^\..+\.fairseq-local-\d+-[0-9a-f]{8}\.tmp$")
+
+_STATE = {}
+
+
+def temp_name(path: str) -> str:
+    d, base = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{base}.fairseq-local-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _fsync_dir(directory: str):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. a platform without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, write):
+    """Call ``write(f)`` on a binary file that replaces ``path`` only once written and fsync'ed."""
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode follows the umask
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def copy_data(src, dst):
+    """Copy the open file ``src`` into the open file ``dst`` (the fault-injection tests wrap this)."""
+    shutil.copyfileobj(src, dst, 16 * 1024 * 1024)
+
+
+def atomic_copy(src_path: str, dst_path: str):
+    with open(src_path, "rb") as src:
+        atomic_write(dst_path, lambda dst: copy_data(src, dst))
+
+
+def remove_stale_temp_files(directory: str):
+    """Remove the temporary files a killed run left in ``directory`` (call only under its lock)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if TMP_RE.match(name):
+            try:
+                os.remove(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def install():
+    if _STATE:
+        return
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    original_save = checkpoint_utils.torch_persistent_save
+
+    def is_local(path) -> bool:
+        return isinstance(path, str) and not PathManager.path_requires_pathmanager(path)
+
+    def torch_persistent_save(obj, filename, async_write: bool = False):
+        if not is_local(filename):
+            return original_save(obj, filename, async_write=async_write)
+        atomic_write(filename, lambda f: checkpoint_utils._torch_persistent_save(obj, f))
+
+    class AtomicPathManager(PathManager):
+        """fairseq's PathManager whose ``copy`` of a local file is atomic (checkpoint_utils only)."""
+
+        @staticmethod
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if not (is_local(src_path) and is_local(dst_path)):
+                return PathManager.copy(src_path, dst_path, overwrite=overwrite)
+            if not overwrite and os.path.exists(dst_path):
+                return False
+            atomic_copy(src_path, dst_path)
+            return True
+
+    _STATE.update(original_save=original_save, original_path_manager=checkpoint_utils.PathManager)
+    checkpoint_utils.torch_persistent_save = torch_persistent_save
+    checkpoint_utils.PathManager = AtomicPathManager
