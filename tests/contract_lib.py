@@ -116,3 +116,50 @@ def seed_all(seed=1):
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# launching the console scripts (fairseq-train, fairseq-hydra-train, ...) in a subprocess
+# ---------------------------------------------------------------------------------------------
+USER_DIR = str(REPO / "fairseq_local")
+
+
+def console_script(name: str) -> str:
+    """Path of a console script of the running venv (``fairseq-hydra-train``, ...)."""
+    import sys
+
+    return str(Path(sys.executable).parent / name)
+
+
+def run_cmd(cmd, cwd=None, timeout=600):
+    """Run ``cmd`` single-threaded; fail the test with its output when it exits non-zero."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def force_overrides(overrides):
+    """``key=value`` -> ``++key=value`` (override or add, whether or not the YAML sets the key)."""
+    return [o if o.startswith("+") else f"++{o}" for o in overrides]
+
+
+def hydra_task_overrides(task_args):
+    """``["--source-lang", "src"]`` -> ``["task.source_lang=src"]``."""
+    out, it = [], iter(task_args)
+    for flag in it:
+        out.append(f"task.{flag.lstrip('-').replace('-', '_')}={next(it)}")
+    return out
+
+
+def hydra_train(config: Path, overrides, run_dir: Path, timeout=600):
+    """``fairseq-hydra-train`` with the YAML ``config`` (a path) and ``overrides`` (forced with
+    ``++``), run from ``run_dir`` (Hydra's output folder goes there too).  Returns the process."""
+    config = Path(config)
+    return run_cmd([
+        console_script("fairseq-hydra-train"), "--config-dir", str(config.parent), "--config-name", config.stem,
+        *force_overrides(overrides), f"hydra.run.dir={run_dir / 'hydra'}",
+    ], cwd=run_dir, timeout=timeout)

@@ -18,15 +18,14 @@ Per model (not per arch): the console scripts themselves in a subprocess, and
 """
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import fairseq_local  # noqa: F401  (registers everything)
-from contract_lib import REPO, data_for, load_specs, seed_all
+from contract_lib import (REPO, console_script, data_for, force_overrides, hydra_task_overrides, load_specs,
+                          run_cmd, seed_all)
 from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
@@ -286,15 +285,7 @@ def _first_arch(model_name):
     return (named or archs)[0]
 
 
-def _run(cmd, cwd=None, timeout=600):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def _bin(name):
-    return str(Path(sys.executable).parent / name)
+_run, _bin = run_cmd, console_script
 
 
 @pytest.mark.parametrize("model_name", OUR_MODELS)
@@ -347,14 +338,4 @@ def test_hydra_train(model_name, data_cache, tmp_path):
     assert sum(p.numel() for p in models[0].parameters()) > 0
 
 
-def _force(overrides):
-    """``key=value`` -> ``++key=value`` (override or add, whether or not the YAML sets the key)."""
-    return [o if o.startswith("+") else f"++{o}" for o in overrides]
-
-
-def _hydra_task_overrides(task_args):
-    """``["--source-lang", "src"]`` -> ``["task.source_lang=src"]``."""
-    out, it = [], iter(task_args)
-    for flag in it:
-        out.append(f"task.{flag.lstrip('-').replace('-', '_')}={next(it)}")
-    return out
+_force, _hydra_task_overrides = force_overrides, hydra_task_overrides

@@ -165,3 +165,55 @@ def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path):
     assert abs(mixed - expected_ppl) > 1e-3 * expected_ppl and abs(mixed - run(other)) > 1e-3 * mixed
     with pytest.raises(ValueError, match="--context-window"):
         run(ckpt, "--context-window", "2")
+
+
+# ------------------------------------------------------------------------------------------------
+# loss normalisation of the stateful-task YAMLs against their papers
+# ------------------------------------------------------------------------------------------------
+# config -> (normaliser of the loss summed over the B x T tokens of a BPTT window, tiny overrides)
+PAPER_NORMALISER = {
+    # Zaremba et al. (2014), followed by the parallel-cells paper: sum over the 35 steps, mean over B
+    "parallel_cells/table2_ptb_wide3": ("rows", ["model.decoder_embed_dim=8", "model.decoder_hidden_size=12",
+                                                 "model.dropout=0"]),
+    # AWD-LSTM (Merity et al. 2018), followed by MC-RNN's Table 4: mean over all B x T tokens
+    "mc_rnn/table4_mc_rnn_ptb": ("tokens", ["model.decoder_embed_dim=8", "model.decoder_hidden_size=8",
+                                            "model.dropout=0", "model.dropout_in=0", "model.dropout_hidden=0",
+                                            "model.dropout_embed=0", "model.weight_dropout=0"]),
+}
+
+
+@pytest.mark.parametrize("config", sorted(PAPER_NORMALISER))
+def test_yaml_gradient_norm_is_the_papers(config, lm_data, tmp_path):
+    """One update of the YAML through fairseq-hydra-train: the gradient norm fairseq logs (and
+    clips) equals the norm of the gradient of the paper's loss, computed here by hand from the same
+    initial weights (lr 0 keeps them in the checkpoint) on the same first BPTT window."""
+    import re
+
+    from contract_lib import hydra_train
+
+    normaliser, tiny = PAPER_NORMALISER[config]
+    save = tmp_path / "ckpt"
+    proc = hydra_train(REPO / "configs" / f"{config}.yaml", [
+        f"task.data={lm_data}", f"common.user_dir={USER_DIR}", "common.cpu=true", "common.log_interval=1",
+        "common.no_progress_bar=true", "optimization.max_update=1", "optimization.lr=[0.0]",
+        "optimizer.lr=[0.0]", "optimization.stop_min_lr=-1", "dataset.batch_size=4",
+        "dataset.batch_size_valid=4", "dataset.disable_validation=true", "dataset.num_workers=0",
+        f"checkpoint.save_dir={save}", "distributed_training.distributed_world_size=1", *tiny,
+    ], tmp_path)
+    logged = [float(g) for g in re.findall(r"gnorm[ =]([0-9.]+)", proc.stdout + proc.stderr)]
+    assert logged, "no gnorm in the training log"
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(save / "checkpoint_last.pt")], arg_overrides={"data": str(lm_data)})
+    model = models[0].train()
+    task.load_dataset("train")
+    ds = task.dataset("train")
+    sample = ds.collater([ds[0]])
+    B, T = sample["target"].shape
+    assert (B, T) == (4, task.cfg.tokens_per_sample)
+    out = model(sample["net_input"]["src_tokens"])  # no carried state: window 0 starts from zeros
+    lprobs = model.get_normalized_probs(out, log_probs=True)
+    loss_sum = -lprobs.gather(-1, sample["target"].unsqueeze(-1)).sum()
+    (loss_sum / (B if normaliser == "rows" else B * T)).backward()
+    ref = torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])).item()
+    assert abs(logged[0] - ref) < 1e-3 + 1e-3 * ref, (logged[0], ref, normaliser)
