@@ -4,70 +4,77 @@
 # table (Table 5) and the four-flow heatmaps of one sentence (Figure 2).
 #
 #   bash scripts/recipes/dpn_s2s.sh --row ROW --data BIN_DIR [--subset test] [--refs "R1 R2 .."] [--cpu]
-#        [--source-lang L --target-lang L] [--save-dir DIR] [--no-train] [-- HYDRA_OVERRIDES...]
+#        [--source-lang L --target-lang L] [--save-dir DIR] [--no-train] [--small] [--score-only]
+#        [-- HYDRA_OVERRIDES...]
 #
 # ROW: table1_{dpn_s2s,wider_cnn,deeper_cnn,wider_san,deeper_san} (IWSLT14, beam 5),
 #      table2_{dpn_s2s,cnn,san} (NIST, beam 10), table3_dpn_s2s (Gigaword, beam 5, min length 14,
-#      ROUGE), table4_m1 .. table4_m9 (IWSLT14 ablations).  --refs: reference files for multi-reference
-#      BLEU (NIST); default: the references stored in the binarized subset.
-# Checkpoints and outputs: checkpoints/dpn_s2s/ROW/ (or --save-dir DIR).
+#      ROUGE), table4_m1 .. table4_m9 (IWSLT14 ablations).
+# --refs: the raw reference files of the subset (NIST: its four references).  BLEU is scored by
+#      scripts/lib/common.sh score_translation: Moses-detokenized hypotheses against the raw references
+#      (sacrebleu, case-insensitive); without --refs only the tokenized BLEU against the binarized
+#      references, labelled as such.  Gigaword (table3): ROUGE against the --refs files (required).
+# --no-train decodes an existing checkpoint; --score-only re-scores DIR/SUBSET.gen; --small: a smoke
+# run (2 updates, beam 2).  Checkpoints and outputs: checkpoints/dpn_s2s/ROW/ (or --save-dir DIR).
 set -euo pipefail
-# use the project venv unless fairseq is already on PATH
-command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-ROW=""; DATA=""; SUBSET=test; REFS=""; CPU=(); TRAIN=1; SRC=""; TGT=""; SAVE=""
-while [[ $# -gt 0 ]]; do
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+ROW="" DATA="" SUBSET=test REFS="" CPU=() TRAIN=1 SRC="" TGT="" SAVE="" SCORE_ONLY=0
+while [ $# -gt 0 ]; do
   case "$1" in
-    --row) ROW="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --subset) SUBSET="$2"; shift 2 ;;
-    --refs) REFS="$2"; shift 2 ;;
-    --source-lang) SRC="$2"; shift 2 ;;
-    --target-lang) TGT="$2"; shift 2 ;;
-    --cpu) CPU=(common.cpu=true); shift ;;
+    --row) need_val "$@"; ROW=$2; shift 2 ;;
+    --data) need_val "$@"; DATA=$2; shift 2 ;;
+    --subset) need_val "$@"; SUBSET=$2; shift 2 ;;
+    --refs) need_val "$@"; REFS=$2; shift 2 ;;
+    --source-lang) need_val "$@"; SRC=$2; shift 2 ;;
+    --target-lang) need_val "$@"; TGT=$2; shift 2 ;;
+    --cpu) CPU=(--cpu); shift ;;
     --no-train) TRAIN=0; shift ;;
-    --save-dir) SAVE="$2"; shift 2 ;;
+    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
+    --small) set_small; shift ;;
+    --score-only) SCORE_ONLY=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "dpn_s2s.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
   esac
 done
-CFG="$REPO/configs/dpn_s2s/$ROW.yaml"
-[[ -n "$ROW" && -f "$CFG" ]] || { echo "dpn_s2s.sh: --row '$ROW': no $CFG" >&2; exit 2; }
-[[ -n "$DATA" && -d "$DATA" ]] || { echo "dpn_s2s.sh: --data BIN_DIR is required and must exist (got '$DATA')" >&2; exit 2; }
-DATA="$(cd "$DATA" && pwd)"
-SAVE="${SAVE:-$REPO/checkpoints/dpn_s2s/$ROW}"
-mkdir -p "$SAVE"; SAVE="$(cd "$SAVE" && pwd)"
-GEN=(--beam 5); SCORE=(); LANGS=()
+[ -n "$ROW" ] || die "--row is required"
+CFG="$REPO_ROOT/configs/dpn_s2s/$ROW.yaml"
+need_file "$CFG" "config of --row $ROW"
+[ -n "$DATA" ] || die "--data BIN_DIR is required"
+need_dir "$DATA" "--data"
+activate_env
+DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/dpn_s2s/$ROW}")
+GEN=(--beam 5)
 case "$ROW" in
-  table2_*) GEN=(--beam 10); SCORE=(--lowercase) ;;
-  table3_*) GEN=(--beam 5 --min-len 14); SCORE=(--rouge) ;;
+  table2_*) GEN=(--beam 10) ;;
+  table3_*) GEN=(--beam 5 --min-len 14) ;;
 esac
+REF_ARGS=(); for r in $REFS; do need_file "$r" "--refs file"; REF_ARGS+=(--ref "$(abs_path "$r")"); done
+[[ $ROW != table3_* || ${#REF_ARGS[@]} -gt 0 ]] || die "--refs is required for $ROW (the Gigaword release's reference files)"
 SRC=${SRC:-$(sed -n 's/^  source_lang: //p' "$CFG")}; TGT=${TGT:-$(sed -n 's/^  target_lang: //p' "$CFG")}
-[[ -f "$DATA/dict.$SRC.txt" && -f "$DATA/dict.$TGT.txt" ]] || {
-  echo "dpn_s2s.sh: $DATA has no dict.$SRC.txt / dict.$TGT.txt (pass --source-lang/--target-lang)" >&2; exit 2; }
+[[ -f "$DATA/dict.$SRC.txt" && -f "$DATA/dict.$TGT.txt" ]] \
+  || die "$DATA has no dict.$SRC.txt / dict.$TGT.txt (pass --source-lang/--target-lang)"
 LANGS=(--source-lang "$SRC" --target-lang "$TGT")
-
-if [[ $TRAIN == 1 ]]; then
-  fairseq-hydra-train --config-dir "$REPO/configs/dpn_s2s" --config-name "$ROW" \
-    task.data="$DATA" common.user_dir="$REPO/fairseq_local" checkpoint.save_dir="$SAVE" \
-    task.source_lang="$SRC" task.target_lang="$TGT" hydra.run.dir="$SAVE/hydra" "${CPU[@]}" "$@"
-fi
 CKPT="$SAVE/checkpoint_best.pt"
-[[ -f "$CKPT" ]] || { echo "dpn_s2s.sh: no checkpoint $CKPT (train first, without --no-train)" >&2; exit 1; }
-
-fairseq-generate "$DATA" --user-dir "$REPO/fairseq_local" --path "$CKPT" "${LANGS[@]}" --gen-subset "$SUBSET" \
-  "${GEN[@]}" --batch-size 64 --remove-bpe ${CPU:+--cpu} > "$SAVE/$SUBSET.gen.tmp"
-mv "$SAVE/$SUBSET.gen.tmp" "$SAVE/$SUBSET.gen"
-grep '^H-' "$SAVE/$SUBSET.gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$SAVE/$SUBSET.hyp"
-grep '^T-' "$SAVE/$SUBSET.gen" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$SAVE/$SUBSET.ref"
-tail -n 1 "$SAVE/$SUBSET.gen"  # fairseq's tokenized BLEU (the paper's multi-bleu.perl setting)
-if [[ -n "$REFS" ]]; then REF_ARGS=(); for r in $REFS; do REF_ARGS+=(--ref "$r"); done
-else REF_ARGS=(--ref "$SAVE/$SUBSET.ref"); fi
-bash "$REPO/scripts/score.sh" "${SCORE[@]}" "${REF_ARGS[@]}" --hyp "$SAVE/$SUBSET.hyp" | tee "$SAVE/$SUBSET.score"
-
-if grep -q '_name: dpn_s2s' "$CFG"; then  # Table 5 and Figure 2 for DPN models
-  python "$REPO/scripts/analysis/dpn_alignment_entropy.py" "$DATA" --path "$CKPT" "${LANGS[@]}" \
+if [ "$SCORE_ONLY" = 0 ]; then
+  if [ "$TRAIN" = 1 ]; then
+    bash "$REPO_ROOT/scripts/train.sh" --data "$DATA" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
+      -- "task.source_lang=$SRC" "task.target_lang=$TGT" "${SMALL_HYDRA[@]}" "$@"
+  fi
+  need_file "$CKPT" "checkpoint (train first, without --no-train)"
+  fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" "${LANGS[@]}" --gen-subset "$SUBSET" \
+    "${GEN[@]}" --batch-size 64 --remove-bpe "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/$SUBSET.gen.tmp"
+  mv "$SAVE/$SUBSET.gen.tmp" "$SAVE/$SUBSET.gen"
+fi
+echo "== $ROW on $SUBSET"
+if [[ $ROW == table3_* ]]; then
+  score_summaries "$SAVE/$SUBSET.gen" "$SAVE/$SUBSET" "${REF_ARGS[@]}"
+else
+  score_translation "$SAVE/$SUBSET.gen" "$SAVE/$SUBSET" --lowercase --lang "$TGT" "${REF_ARGS[@]}"
+fi
+if [ "$SCORE_ONLY" = 0 ] && grep -q '_name: dpn_s2s' "$CFG"; then  # Table 5 and Figure 2 for DPN models
+  python "$REPO_ROOT/scripts/analysis/dpn_alignment_entropy.py" "$DATA" --path "$CKPT" "${LANGS[@]}" \
     --gen-subset "$SUBSET" --json "$SAVE/$SUBSET.entropy.json" --heatmap "$SAVE/$SUBSET.alignment.png" \
-    ${CPU:+--cpu} | tee "$SAVE/$SUBSET.entropy"
+    "${CPU[@]}" | tee "$SAVE/$SUBSET.entropy"
 fi

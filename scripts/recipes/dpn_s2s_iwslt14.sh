@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
 # DPN-S2S on IWSLT14 De-En (Tables 1, 4 and 5): prepare the data with joint BPE 10k (Section 4.1;
 # test = dev2010 + dev2012 + tst2010-2012, 6750 sentences) via prepare_iwslt14.sh, then train, decode
-# (beam 5) and score each row; DPN rows also get the alignment entropy table and heatmaps.
+# (beam 5) and score each row against the raw test references; DPN rows also get the alignment
+# entropy table and heatmaps.
 #
-#   bash scripts/recipes/dpn_s2s_iwslt14.sh [--rows "table1_dpn_s2s table1_wider_cnn ..."] [--tgz de-en.tgz]
-#        [--out data/iwslt14.de-en.bpe10k] [--cpu] [-- HYDRA_OVERRIDES...]
+#   bash scripts/recipes/dpn_s2s_iwslt14.sh [--rows "table1_dpn_s2s table1_wider_cnn ..."]
+#        [--tgz de-en.tgz | --url URL] [--sha256 HASH] [--out data/iwslt14.de-en.bpe10k]
+#        [--save-dir DIR] [--cpu] [--small] [--score-only] [-- HYDRA_OVERRIDES...]
 #
-# Default rows: every Table 1 and Table 4 row.
+# Default rows: every Table 1 and Table 4 row; each in --save-dir/ROW (default checkpoints/dpn_s2s/ROW).
 set -euo pipefail
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT="$REPO/data/iwslt14.de-en.bpe10k"; TGZ=(); CPU=()
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+OUT=data/iwslt14.de-en.bpe10k PREP=() PASS=() SAVE=""
 ROWS="table1_dpn_s2s table1_wider_cnn table1_deeper_cnn table1_wider_san table1_deeper_san $(echo table4_m{1..9})"
-while [[ $# -gt 0 ]]; do
+while [ $# -gt 0 ]; do
   case "$1" in
-    --rows) ROWS="$2"; shift 2 ;;
-    --tgz) TGZ=(--tgz "$2"); shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
+    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
+    --tgz|--url|--sha256) need_val "$@"; PREP+=("$1" "$2"); shift 2 ;;
+    --out) need_val "$@"; OUT=$2; shift 2 ;;
+    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
+    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "dpn_s2s_iwslt14.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
   esac
 done
-if [[ ! -f "$OUT/bin/dict.de.txt" ]]; then
-  bash "$REPO/scripts/recipes/prepare_iwslt14.sh" --out "$OUT" --bpe-size 10000 "${TGZ[@]}"
-fi
+for row in $ROWS; do [[ $row == table1_* || $row == table4_* ]] || die "--rows: $row is not an IWSLT14 row"; done
+OUT=$(abs_dir "$OUT")
+[ -f "$OUT/bin/dict.de.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_iwslt14.sh" --out "$OUT" --bpe-size 10000 "${PREP[@]}"
+[ -z "$SAVE" ] || SAVE=$(abs_dir "$SAVE")
 for row in $ROWS; do
-  [[ $row == table1_* || $row == table4_* ]] || { echo "dpn_s2s_iwslt14.sh: $row is not an IWSLT14 row" >&2; exit 2; }
-  bash "$REPO/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$OUT/bin" "${CPU[@]}" -- "$@"
+  bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$OUT/bin" --refs "$OUT/raw/test.en" \
+    ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" -- "$@"
 done

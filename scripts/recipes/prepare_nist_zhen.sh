@@ -5,7 +5,7 @@
 #       --train-zh "ldc/LDC2002E18.zh ldc/LDC2003E07.zh ..." --train-en "ldc/LDC2002E18.en ldc/LDC2003E07.en ..." \
 #       --set mt05=nist/mt05.src.sgm,nist/mt05.ref.sgm --set mt02=... --set mt03=... [--set ...] \
 #       [--valid mt05] [--mode lattice|bpe|both] [--segmenters jieba,thulac,snownlp]
-#       [--bpe-size 25000] [--max-chars 70] [--max-words 50] [--workers 2]
+#       [--bpe-size 25000] [--max-chars 70] [--max-words 50] [--workers 2] [--force]
 #
 # --train-zh/--train-en: sentence-aligned plain-text files (one sentence per line, same order; the
 # LDC corpora of Su et al. 2017 are LDC2002E18, LDC2003E07, LDC2003E14, Hansards of LDC2004T07,
@@ -20,13 +20,16 @@
 #                   in --set order, listed in DIR/bin-lattice/test_sets.txt)
 #   --mode bpe:     jieba-segmented Chinese and DIR/bin-bpe from scripts/preprocess.sh (separate
 #                   subword-nmt BPE of --bpe-size per side, lowercased), same subset naming.
-# English is Moses-tokenized and lowercased (BLEU is case-insensitive in the paper).
+# Chinese is NFKC-normalised (full-width Latin letters and digits become ASCII) and spaces are kept
+# only between two non-Chinese characters (scripts/lib/zh_text.py: "Bill Clinton" stays two words).
+# English is Moses-tokenized and lowercased (BLEU is case-insensitive in the paper).  A finished
+# segmentation is reused when the recipe runs again; the binarized dirs are rebuilt.
 set -euo pipefail
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
 PY=${PYTHON:-python}
 OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt05 MODE=lattice SEG=jieba,thulac,snownlp BPE=25000 MAXC=70 MAXW=50 WORKERS=2
 SETS=()
-die() { echo "prepare_nist_zhen.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
     --max-chars) MAXC=$2; shift 2 ;;
     --max-words) MAXW=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) usage_from_header; exit 0 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -49,11 +52,15 @@ done
 [ ${#SETS[@]} -gt 0 ] || die "at least one --set NAME=SRC_SGM,REF_SGM is required"
 case "$MODE" in lattice|bpe|both) ;; *) die "--mode must be lattice, bpe or both (got $MODE)" ;; esac
 for f in $TRAIN_ZH $TRAIN_EN; do [ -f "$f" ] || die "$f: no such file"; done
-mkdir -p "$OUT/raw" "$OUT/refs"
+activate_env
+OUT=$(abs_dir "$OUT"); mkdir -p "$OUT/raw" "$OUT/refs"
+export ZH_TEXT_LIB="$REPO_ROOT/scripts/lib"
 
 # training pairs: concatenate, check line counts, clean and filter (written atomically)
 $PY - "$OUT/raw/train" "$MAXC" "$MAXW" "$TRAIN_ZH" "$TRAIN_EN" <<'EOF'
 import os, sys
+sys.path.insert(0, os.environ["ZH_TEXT_LIB"])
+from zh_text import normalize
 out, maxc, maxw, zh_files, en_files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
 if len(zh_files) != len(en_files):
     sys.exit(f"prepare_nist_zhen.sh: error: {len(zh_files)} --train-zh files but {len(en_files)} --train-en files")
@@ -66,8 +73,8 @@ with open(out + ".zh.tmp", "w", encoding="utf-8") as fz, open(out + ".en.tmp", "
             sys.exit(f"prepare_nist_zhen.sh: error: {zf} has {len(zl)} lines, {ef} has {len(el)}")
         for z, e in zip(zl, el):
             total += 1
-            z, e = "".join(z.split()), " ".join(e.split())
-            if z and e and len(z) <= maxc and len(e.split()) <= maxw:
+            z, e = normalize(z), " ".join(e.split())
+            if z and e and len(z.replace(" ", "")) <= maxc and len(e.split()) <= maxw:
                 fz.write(z + "\n"); fe.write(e + "\n"); kept += 1
 os.replace(out + ".zh.tmp", out + ".zh"); os.replace(out + ".en.tmp", out + ".en")
 print(f"train: kept {kept} of {total} pairs (<= {maxc} characters, <= {maxw} words)", file=sys.stderr)
@@ -82,6 +89,8 @@ for spec in "${SETS[@]}"; do
   NAMES+=("$name")
   $PY - "$src" "$ref" "$OUT/raw/$name.zh" "$OUT/refs/$name" <<'EOF'
 import os, re, sys
+sys.path.insert(0, os.environ["ZH_TEXT_LIB"])
+from zh_text import normalize
 src, ref, out_zh, out_ref = sys.argv[1:]
 TAG = re.compile(r"<(refset|srcset|tstset|doc)\b([^>]*)>|<seg\b([^>]*)>(.*?)</seg>", re.I | re.S)
 def attr(s, k):
@@ -115,7 +124,7 @@ for k, (rid, segs) in enumerate(sorted(refs.items(), key=lambda x: str(x[0]))):
         f.writelines(segs[key] + "\n" for key in keys)
     os.replace(f"{out_ref}.ref{k}.tmp", f"{out_ref}.ref{k}")
 with open(out_zh + ".tmp", "w", encoding="utf-8") as f:
-    f.writelines("".join(z.split()) + "\n" for z in zh)
+    f.writelines(normalize(z) + "\n" for z in zh)
 os.replace(out_zh + ".tmp", out_zh)
 print(f"{os.path.basename(out_zh)}: {len(zh)} segments, {len(refs)} references", file=sys.stderr)
 EOF
@@ -124,48 +133,40 @@ done
 TESTS=(); for n in "${NAMES[@]}"; do [ "$n" = "$VALID" ] || TESTS+=("$n"); done
 
 # English: Moses tokenization + lowercase (targets; ref0 doubles as the binarized target of a set)
-tok_en() {
-  $PY - "$1" "$2" <<'EOF'
-import os, sys
-from sacremoses import MosesTokenizer
-t = MosesTokenizer(lang="en")
-with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2] + ".tmp", "w", encoding="utf-8") as g:
-    for line in f:
-        g.write(t.tokenize(line.strip().lower(), return_str=True, escape=False) + "\n")
-os.replace(sys.argv[2] + ".tmp", sys.argv[2])
-EOF
-}
-tok_en "$OUT/raw/train.en" "$OUT/raw/train.tok.en"
-for n in "${NAMES[@]}"; do tok_en "$OUT/refs/$n.ref0" "$OUT/raw/$n.tok.en"; done
+moses_tok en "$OUT/raw/train.en" "$OUT/raw/train.tok.en" --lowercase
+for n in "${NAMES[@]}"; do moses_tok en "$OUT/refs/$n.ref0" "$OUT/raw/$n.tok.en" --lowercase; done
 TESTPREFS=$(printf ",%s" "${TESTS[@]/#/PFX/}"); TESTPREFS=${TESTPREFS#,}
 
 if [ "$MODE" = lattice ] || [ "$MODE" = both ]; then
   L="$OUT/raw/lattice"; mkdir -p "$L"
   for n in train "${NAMES[@]}"; do
-    [ -f "$L/$n.zh" ] || $PY "$REPO/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$L/$n.zh" \
+    [ -f "$L/$n.zh" ] || $PY "$REPO_ROOT/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$L/$n.zh" \
         --segmenters "$SEG" --workers "$WORKERS"
     ln -sf "$OUT/raw/$n.tok.en" "$L/$n.en"
   done
-  $PY "$REPO/scripts/preprocess_lattices.py" --source-lang zh --target-lang en --trainpref "$L/train" \
-      --validpref "$L/$VALID" ${TESTS:+--testpref "${TESTPREFS//PFX/$L}"} --destdir "$OUT/bin-lattice" \
+  rm -rf "$OUT/bin-lattice.new"
+  $PY "$REPO_ROOT/scripts/preprocess_lattices.py" --source-lang zh --target-lang en --trainpref "$L/train" \
+      --validpref "$L/$VALID" ${TESTS:+--testpref "${TESTPREFS//PFX/$L}"} --destdir "$OUT/bin-lattice.new" \
       --workers "$WORKERS"
-  printf "%s\n" "${TESTS[@]}" > "$OUT/bin-lattice/test_sets.txt"
+  printf "%s\n" "${TESTS[@]}" > "$OUT/bin-lattice.new/test_sets.txt"
+  rm -rf "$OUT/bin-lattice"; mv "$OUT/bin-lattice.new" "$OUT/bin-lattice"
 fi
 
 if [ "$MODE" = bpe ] || [ "$MODE" = both ]; then
   S="$OUT/raw/seg"; mkdir -p "$S"
   for n in train "${NAMES[@]}"; do
-    [ -f "$S/$n.lat" ] || $PY "$REPO/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$S/$n.lat" \
+    [ -f "$S/$n.lat" ] || $PY "$REPO_ROOT/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$S/$n.lat" \
         --segmenters jieba --workers "$WORKERS"
     $PY -c "
-import sys; sys.path.insert(0, '$REPO')
+import sys; sys.path.insert(0, sys.argv[1])
 from fairseq_local.data.lattice import read_lattices
-print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices('$S/$n.lat')), end='')" > "$S/$n.zh"
+print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices(sys.argv[2])), end='')" "$REPO_ROOT" "$S/$n.lat" > "$S/$n.zh.tmp"
+    mv "$S/$n.zh.tmp" "$S/$n.zh"
     ln -sf "$OUT/raw/$n.tok.en" "$S/$n.en"
   done
-  bash "$REPO/scripts/preprocess.sh" --src zh --tgt en --train "$S/train" --valid "$S/$VALID" \
+  bash "$REPO_ROOT/scripts/preprocess.sh" --src zh --tgt en --train "$S/train" --valid "$S/$VALID" \
       ${TESTS:+--test "${TESTPREFS//PFX/$S}"} --destdir "$OUT/bin-bpe" --bpe subword-nmt --bpe-size "$BPE" \
-      --separate-bpe --workers "$WORKERS"
+      --separate-bpe --workers "$WORKERS" --force
   printf "%s\n" "${TESTS[@]}" > "$OUT/bin-bpe/test_sets.txt"
 fi
 echo "done: $OUT (references in $OUT/refs/NAME.ref0..3)" >&2
