@@ -13,14 +13,15 @@ file, tokens separated by spaces, e.g. from the Stanford CTB/PKU/MSR segmenters 
     python scripts/build_lattices.py --merge train.ctb train.pku train.msr [--raw train.zh] --output train.lat
 
 Without ``--raw`` the first tokenized file defines the sentence.  Any error (unknown segmenter,
-empty line, tokenization not matching its sentence, different line counts) is one line naming the
-file and line; the output is written to a temporary file and renamed only when complete.
+empty line, input not UTF-8, tokenization not matching its sentence, different line counts) is one
+line naming the file and line; the output is written to a temporary file and renamed only when complete.
 """
 import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
 from fairseq_local.data.lattice import (  # noqa: E402
     SEGMENTERS,
@@ -31,11 +32,14 @@ from fairseq_local.data.lattice import (  # noqa: E402
     merge_item,
     parallel_map,
 )
+from text_input import TextInputError, read_lines  # noqa: E402
 
 
 def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\r\n") for line in f]
+    try:
+        return read_lines(path)
+    except TextInputError as e:  # not UTF-8: names the file and the first bad line
+        raise LatticeError(str(e)) from None
 
 
 def _merge_items(files, raw_path):

@@ -4,7 +4,8 @@
 # usage: scripts/preprocess.sh --src L1 --tgt L2 --train PREFIX --valid PREFIX [--test PREFIX[,PREFIX2...]]
 #                              --destdir DIR [options]
 #        scripts/preprocess.sh --lm --train FILE --valid FILE [--test FILE] --destdir DIR [options]
-#   PREFIX.L1 / PREFIX.L2 are raw text files, one sentence per line (same line counts).
+#   PREFIX.L1 / PREFIX.L2 are raw UTF-8 text files, one sentence per line (same line counts; the
+#   last line may lack its newline); the training files must not be empty.
 # options:
 #   --bpe subword-nmt|sentencepiece|none   sub-word model (default: sentencepiece)
 #   --bpe-size N          merges / vocabulary size (default 8000)
@@ -55,14 +56,20 @@ IFS=, read -r -a tests <<<"$test"
 splits=(train valid); prefixes=("$train" "$valid")
 for i in "${!tests[@]}"; do splits+=("test$(nsuffix "$i")"); prefixes+=("${tests[$i]}"); done
 infile() { if [ "$lm" = 1 ]; then echo "$1"; else echo "$1.$2"; fi; }
+checks=()  # every input UTF-8, training text not empty, source/target line counts equal
 for i in "${!splits[@]}"; do
-  for l in "${langs[@]}"; do need_file "$(infile "${prefixes[$i]}" "$l")" "--${splits[$i]%%[0-9]*} file"; done
-  [ "$lm" = 1 ] || same_lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")"
+  for l in "${langs[@]}"; do
+    need_file "$(infile "${prefixes[$i]}" "$l")" "--${splits[$i]%%[0-9]*} file"
+    checks+=("$(infile "${prefixes[$i]}" "$l")")
+    [ "$i" != 0 ] || checks+=(--nonempty "$(infile "${prefixes[$i]}" "$l")")
+  done
+  [ "$lm" = 1 ] || checks+=(--same-lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")")
 done
 if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; then
   die "--destdir '$dest' exists and is not empty (use --force to replace it)"
 fi
 activate_env
+python "$REPO_ROOT/scripts/lib/text_input.py" preprocess.sh "${checks[@]}" || exit 2
 work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
 trap 'rm -rf "$work"' EXIT
 
@@ -73,6 +80,7 @@ for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
     ml=$l; [ "$lm" = 1 ] && ml=en
     sacremoses -l "$ml" -j "$workers" tokenize -x <"$in" >"$out"
   else cp "$in" "$out"; fi
+  if [ -s "$out" ] && [ -n "$(tail -c1 "$out")" ]; then echo >>"$out"; fi  # a last line without newline
   if [ "$lower" = 1 ]; then python -c "import sys;[sys.stdout.write(l.lower()) for l in sys.stdin]" <"$out" >"$out.lc"; mv "$out.lc" "$out"; fi
 done; done
 

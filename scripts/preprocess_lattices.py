@@ -9,8 +9,9 @@
 source dictionary counts the words of lattice edges (each edge once per sentence) with the usual
 ``--thresholdsrc`` / ``--nwordssrc`` (default 50000, as in the paper; same for the target); the
 target side is binarized by fairseq-preprocess's own code.  Everything is written to a temporary
-directory and moved into ``--destdir`` only when complete.  Malformed lattices and different line
-counts between source and target are one-line errors naming file and line.
+directory and moved into ``--destdir`` only when complete.  Malformed lattices, input that is not
+UTF-8, an empty training file and different line counts between source and target are one-line
+errors naming file and line.
 """
 import os
 import shutil
@@ -18,16 +19,22 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fairseq_local.data.lattice import LatticeError, read_lattices  # noqa: E402
+from text_input import TextInputError, has_text, scan  # noqa: E402
 
 
 def _count_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return sum(1 for _ in f)
+    """Lines of a UTF-8 file (a last line without newline counts); LatticeError naming the first
+    non-UTF-8 line."""
+    try:
+        return scan(path)
+    except TextInputError as e:
+        raise LatticeError(str(e)) from None
 
 
 def _splits(args):
@@ -90,6 +97,10 @@ def main(argv=None):
                     raise LatticeError(f"{pref}.{lang}: no such file")
         lattices = {}
         for split, pref in splits:
+            for lang in (src, tgt):
+                _count_lines(f"{pref}.{lang}")  # UTF-8, before parsing
+                if split == "train" and not has_text(f"{pref}.{lang}"):
+                    raise LatticeError(f"{pref}.{lang}: the training file is empty")
             lattices[split] = read_lattices(f"{pref}.{src}")
             n_tgt = _count_lines(f"{pref}.{tgt}")
             if n_tgt != len(lattices[split]):

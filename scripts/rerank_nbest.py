@@ -33,10 +33,22 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
+import text_input  # noqa: E402
 
 
 class NbestError(ValueError):
     """Bad input; the message names the file and line."""
+
+
+def _check_text(path):
+    """A readable UTF-8 file, or NbestError naming it (and its first non-UTF-8 line)."""
+    if not os.path.isfile(path):
+        raise NbestError(f"{path}: no such file")
+    try:
+        text_input.scan(path)
+    except text_input.TextInputError as e:
+        raise NbestError(str(e)) from None
 
 
 @dataclass
@@ -64,8 +76,7 @@ def detect_format(path: str) -> str:
 
 
 def read_nbest(path: str, fmt: str = "auto") -> NbestList:
-    if not os.path.isfile(path):
-        raise NbestError(f"{path}: no such file")
+    _check_text(path)
     fmt = detect_format(path) if fmt == "auto" else fmt
     out = NbestList(path, fmt)
     h_lines: Dict[int, List[Tuple[str, float]]] = {}
@@ -112,8 +123,7 @@ def read_nbest(path: str, fmt: str = "auto") -> NbestList:
 def read_refs(path: str, nbest: NbestList) -> Dict[int, str]:
     """References for the ids of ``nbest``: a file (line i = sentence i) or the T- lines."""
     if path:
-        if not os.path.isfile(path):
-            raise NbestError(f"{path}: no such file")
+        _check_text(path)
         with open(path, encoding="utf-8") as f:
             refs = {i: line.rstrip("\n") for i, line in enumerate(f)}
         bad = [i for i in nbest.ids() if i not in refs]
@@ -294,6 +304,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.output and not args.test_nbest:
         parser.error("--output needs --test-nbest")
+    for option in ("lm_batch", "lm_max_tokens"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be >= 1 (got {getattr(args, option)})")
     try:
         run(args)
     except NbestError as e:

@@ -21,6 +21,8 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
+import text_input  # noqa: E402
 
 
 def load_hub(path, data=None, bpe=None, bpe_codes=None, tokenizer=None, cpu=False, **overrides):
@@ -29,9 +31,12 @@ def load_hub(path, data=None, bpe=None, bpe_codes=None, tokenizer=None, cpu=Fals
     from fairseq import hub_utils
 
     import fairseq_local  # noqa: F401
+    from fairseq_local.safe_loading import is_language_model, require_model
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such checkpoint")
+    # a damaged checkpoint or one of a translation model: one line naming its arch
+    require_model(path, is_language_model, "a language model (e.g. gencnn_paper, lstm_lm, transformer_lm)")
     kwargs = dict(overrides, user_dir=os.path.join(REPO, "fairseq_local"))
     if bpe:
         kwargs["bpe"] = bpe
@@ -91,12 +96,20 @@ def main(argv=None):
         p.error("--num-samples must be >= 1")
     if args.topk == 0 or (args.topk > 0 and args.topp > 0):
         p.error("--topk must be positive (or -1), and cannot be combined with --topp")
+    if args.max_len < 1:
+        p.error(f"--max-len must be >= 1 (got {args.max_len})")
+    if not 0 <= args.min_len <= args.max_len:
+        p.error(f"--min-len must be between 0 and --max-len {args.max_len} (got {args.min_len})")
+    if args.from_scratch < 0:
+        p.error(f"--from-scratch must be >= 0 (got {args.from_scratch})")
     prompts = list(args.prompt)
     if args.prompts:
         if not os.path.isfile(args.prompts):
             p.error(f"--prompts {args.prompts}: no such file")
-        with open(args.prompts, encoding="utf-8") as f:
-            prompts += [line.rstrip("\n") for line in f]
+        try:
+            prompts += text_input.read_lines(args.prompts, "--prompts")
+        except text_input.TextInputError as e:
+            p.error(str(e))
     prompts += [""] * args.from_scratch
     if not prompts:
         p.error("give --prompt, --prompts or --from-scratch N")

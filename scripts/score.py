@@ -17,6 +17,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import text_input  # noqa: E402
+
 PROG = "score.py"
 
 
@@ -28,17 +31,10 @@ def read_lines(path, what):
     """Lines of a UTF-8 text file (newline stripped); one clear error for a missing or non-UTF-8 file."""
     if not os.path.isfile(path):
         fail(f"{what} file '{path}' does not exist")
-    with open(path, "rb") as f:
-        raw = f.read().split(b"\n")
-    if raw and raw[-1] == b"":
-        raw.pop()
-    lines = []
-    for i, b in enumerate(raw, 1):
-        try:
-            lines.append(b.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as e:
-            fail(f"{path}:{i}: not UTF-8 ({e.reason} at byte {e.start})")
-    return lines
+    try:
+        return text_input.read_lines(path, what)
+    except text_input.TextInputError as e:
+        fail(str(e))
 
 
 def parse_args(argv=None):

@@ -144,13 +144,16 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from fairseq import checkpoint_utils, utils
+    from fairseq import utils
 
     utils.import_user_module(argparse.Namespace(user_dir=os.path.abspath(args.user_dir)))
     overrides = {"data": args.data}
     if args.source_lang:
         overrides.update(source_lang=args.source_lang, target_lang=args.target_lang)
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    from fairseq_local.safe_loading import load_model_checked
+
+    models, _cfg, task = load_model_checked(args.path, {"dpn_s2s"}, "a dpn_s2s model (e.g. dpn_s2s_iwslt_de_en)",
+                                            arg_overrides=overrides)
     model = models[0].eval()
     use_cuda = torch.cuda.is_available() and not args.cpu
     if use_cuda:

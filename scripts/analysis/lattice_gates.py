@@ -100,10 +100,11 @@ def main(argv=None):
     p.add_argument("--segmenters", default="jieba,thulac,snownlp")
     p.add_argument("--out", default="lattice_gates.png")
     args = p.parse_args(argv)
-    from fairseq import checkpoint_utils
+    from fairseq_local.safe_loading import load_model_checked
 
     overrides = {"data": args.data} if args.data else {}
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    models, _cfg, task = load_model_checked(args.path, {"lattice_rnnsearch"},
+                                            "a lattice_rnnsearch model (e.g. lattice_dwl_gating)", arg_overrides=overrides)
     model = models[0].eval()
     if args.sentence:
         lattice = LatticeBuilder(args.segmenters.split(","))(args.sentence, "--sentence")

@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 
 import fairseq_local  # noqa: E402,F401
-from fairseq import checkpoint_utils  # noqa: E402
+from fairseq_local.safe_loading import load_model_checked  # noqa: E402
 
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer  # noqa: E402
 
@@ -105,7 +105,8 @@ def main():
     a = p.parse_args()
     if not os.path.exists(a.path):
         raise SystemExit(f"--path: no such checkpoint: {a.path}")
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([a.path], arg_overrides={"data": a.data})
+    models, _cfg, task = load_model_checked(a.path, {"mc_rnn", "mc_rnn_lm"}, "an mc_rnn or mc_rnn_lm model",
+                                            arg_overrides={"data": a.data})
     model = models[0].eval()
     tokens, alpha = channel_weights(model, task, a.sentence, a.side, a.layer, a.direction, a.target)
     for tok, row in zip(tokens, alpha.tolist()):

@@ -154,13 +154,14 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import fairseq_local  # noqa: F401  (registers the models and the stateful task)
-    from fairseq import checkpoint_utils
+    from fairseq_local.safe_loading import load_model_checked
 
     groups = parse_word_groups(args.word_groups)
     layer = None if args.layer == "all" else int(args.layer)
     if not os.path.exists(args.path):
         raise FileNotFoundError(f"--path {args.path}: no such checkpoint")
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides={"data": args.data})
+    models, _cfg, task = load_model_checked(args.path, {"parallel_lstm_lm"}, "a parallel_lstm_lm model",
+                                            arg_overrides={"data": args.data})
     model = models[0].eval()
     use_cuda = torch.cuda.is_available() and not args.cpu
     if use_cuda:

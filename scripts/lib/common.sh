@@ -4,8 +4,11 @@ need_file() { [ -f "$1" ] || die "${2:-file} '$1' does not exist"; }
 need_dir() { [ -d "$1" ] || die "${2:-directory} '$1' does not exist"; }
 need_val() { [ $# -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value"; }
 say() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+count_lines() {  # count_lines FILE: lines, counting a last line without newline (wc -l does not)
+  local n; n=$(wc -l <"$1"); if [ -s "$1" ] && [ -n "$(tail -c1 "$1")" ]; then n=$((n + 1)); fi; echo "$n"
+}
 same_lines() {  # same_lines FILE_A FILE_B: error unless both have the same number of lines
-  local a b; a=$(wc -l <"$1"); b=$(wc -l <"$2")
+  local a b; a=$(count_lines "$1"); b=$(count_lines "$2")
   [ "$a" -eq "$b" ] || die "line counts differ: $1 has $a lines, $2 has $b"
 }
 usage_from_header() { sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }

@@ -108,7 +108,7 @@ def main(argv=None):
     p.add_argument("files", nargs="*")
     p.add_argument("--nonempty", action="append", default=[])
     p.add_argument("--same-lines", nargs=2, action="append", default=[])
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)
     try:
         check(a.files, a.nonempty, a.same_lines)
     except TextInputError as err:
