@@ -212,8 +212,68 @@ def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
         assert torch.equal(value, batch["net_input"][key]), key
     with pytest.raises(ValueError, match="without lattice tensors"):
         task._restore_lattices(torch.tensor([[5, 6, 7, 8, 9]]))
-    with pytest.raises(LatticeError, match="input line 1: empty line"):
-        task.get_interactive_tokens_and_lengths(["  "], lambda x: x)
+    # an empty line is the empty lattice; errors count lines over the whole input (all buffers)
+    toks, lengths = task.get_interactive_tokens_and_lengths(["  ", "他说"], lambda x: x)
+    assert lengths == [0, 2] and toks[0].tolist() == [0, 0]
+    ds = task.build_dataset_for_inference(toks, lengths)
+    batch = ds.collater([ds[0], ds[1]])["net_input"]
+    assert batch["src_lengths"].tolist() == [0, 2] and not batch["lat_in_mask"][0].any()
+    task.lattice_builder.segment[0] = lambda s: ["他"]  # a segmenter that loses characters
+    with pytest.raises(LatticeError, match="^input line 5: tokenization covers 1 of the sentence's 2"):
+        task.get_interactive_tokens_and_lengths(["他说"], lambda x: x)
+
+
+def _h_lines(stdout):
+    """{sentence id: [(score, text), ...]} of the H- lines of fairseq-interactive's output."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("H-"):
+            head, score, text = (line.split("\t") + [""])[:3]
+            out.setdefault(int(head[2:]), []).append((float(score), text))
+    return out
+
+
+def test_interactive_gives_each_line_its_own_lattice(tmp_path):
+    """fairseq-interactive, several inputs per batch: every line is translated exactly as when it is
+    alone, in input order, an empty line into an empty sentence (no error ending the session)."""
+    pytest.importorskip("jieba")
+    from contract_lib import USER_DIR, console_script, run_cmd
+    from contract_specs.lattice import TINY, make_lattice_data
+    from fairseq import distributed_utils, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import train as train_cli
+
+    data, task_args = make_lattice_data(tmp_path)
+    save = tmp_path / "ckpt"
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--user-dir", USER_DIR, "--task", "lattice_translation", "--arch", "lattice_dwl_gating",
+        "--cpu", *task_args, *TINY, "--optimizer", "adam", "--lr", "0.03", "--max-update", "12",
+        "--max-tokens", "400", "--save-dir", str(save), "--no-progress-bar", "--num-workers", "0",
+        "--seed", "1", "--disable-validation", "--no-epoch-checkpoints"])
+    distributed_utils.call_main(convert_namespace_to_omegaconf(args), train_cli.main)
+    # words outside the model's dictionary are all <unk>: lines 0, 1, 4 and 5 share the primary path
+    # <unk> <unk> <unk> (jieba) with different lattices and lengths, the longest first
+    lines = ["学生喜欢老师", "老师很好", "", "今天天气很好我们去公园散步吧", "我吃苹果", "我喜欢苹果"]
+    inp = tmp_path / "input.zh"
+    inp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+    def interactive(n):
+        proc = run_cmd([console_script("fairseq-interactive"), data, "--user-dir", USER_DIR, "--task",
+                        "lattice_translation", *task_args, "--path", save / "checkpoint_last.pt", "--cpu",
+                        "--lattice-segmenters", "jieba,char", "--beam", "2", "--max-len-b", "8",
+                        "--buffer-size", n, "--batch-size", n, "--input", inp])
+        return _h_lines(proc.stdout)
+
+    alone, together = interactive(1), interactive(len(lines))
+    assert sorted(alone) == sorted(together) == list(range(len(lines)))
+    assert together[2] == alone[2] == [(0.0, "")]
+    for k in range(len(lines)):
+        (score_alone, text_alone), = alone[k]
+        (score, text), = together[k]
+        assert text == text_alone and score == pytest.approx(score_alone, rel=0, abs=1e-5), (k, lines[k])
+    # the check can tell those lattices apart: alone, the lines sharing a primary path score differently
+    shared = sorted(alone[k][0][0] for k in (0, 1, 4, 5))
+    assert min(b - a for a, b in zip(shared, shared[1:])) > 1e-4
 
 
 if __name__ == "__main__":

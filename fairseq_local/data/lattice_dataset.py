@@ -70,7 +70,8 @@ def collate_lattices(lattices: Sequence[torch.Tensor], pad_idx: int, left_pad: b
         out_groups.append(_pad_node_edges(s, e, w, s))  # outgoing: by start node
     out = {}
     for name, groups, other in (("in", in_groups, "prev"), ("out", out_groups, "next")):
-        K = max(int(g[1].max()) + 1 for g in groups)
+        # an empty lattice (an empty fairseq-interactive input line) has no edges
+        K = max((int(g[1].max()) + 1 for g in groups if len(g[1])), default=1)
         words = torch.full((bsz, T + 1, K), pad_idx, dtype=torch.long)
         nodes = torch.zeros((bsz, T + 1, K), dtype=torch.long)
         mask = torch.zeros((bsz, T + 1, K), dtype=torch.bool)
@@ -176,12 +177,17 @@ def load_lattice_dataset(prefix: str) -> LatticeDataset:
 
 
 def pack_lattices(lattices, src_dict) -> List[torch.Tensor]:
-    """Lattices -> packed tensors with word ids from ``src_dict`` (unknown words -> unk)."""
-    return [torch.from_numpy(lat.pack([src_dict.index(w) for w in lat.words()])) for lat in lattices]
+    """Lattices -> packed tensors with word ids from ``src_dict`` (unknown words -> unk).
+
+    ``None`` stands for an empty sentence: the empty lattice ``[0, 0]`` (no characters, no edges),
+    whose primary path is empty too."""
+    return [torch.zeros(2, dtype=torch.long) if lat is None
+            else torch.from_numpy(lat.pack([src_dict.index(w) for w in lat.words()])) for lat in lattices]
 
 
 def lattice_dataset_from(lattices, src_dict) -> LatticeDataset:
-    return LatticeDataset(pack_lattices(lattices, src_dict), np.array([lat.n_chars for lat in lattices]))
+    return LatticeDataset(pack_lattices(lattices, src_dict),
+                          np.array([0 if lat is None else lat.n_chars for lat in lattices], dtype=np.int64))
 
 
 __all__ = ["LatticeDataset", "LatticePairDataset", "collate_lattices", "load_lattice_dataset",

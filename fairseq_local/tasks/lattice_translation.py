@@ -6,19 +6,23 @@ lattice edges), ``dict.{tgt}.txt``, per split the source lattices ``{split}.{src
 by character length (``--max-source-positions 70 --max-target-positions 50`` reproduce the
 paper's filter).  ``fairseq-interactive`` reads raw Chinese and builds lattices on the fly with
 ``--lattice-segmenters`` (the same segmenters as scripts/build_lattices.py; the source side skips
-``--tokenizer``/``--bpe``, which apply to the target only).  ``--lattice-one-best`` replaces every
-lattice by its primary path as a chain (the paper's Table 2 analysis).
+``--tokenizer``/``--bpe``, which apply to the target only); an empty input line gets an empty
+translation.  ``--lattice-one-best`` replaces every lattice by its primary path as a chain (the
+paper's Table 2 analysis).
 """
 import os
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 from fairseq import utils
 from fairseq.data import data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_local.data.lattice import LatticeBuilder, unpack
+from fairseq_local.errors import InputFileError
 from fairseq_local.data.lattice_dataset import (
     LatticeDataset,
     LatticePairDataset,
@@ -45,15 +49,20 @@ class LatticeTranslationTask(TranslationTask):
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self._builder = None
+        self._interactive_lines = 0  # input lines read so far (fairseq-interactive's buffers)
+        self._inference_lattices = {}
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
         data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
         prefix = os.path.join(data_path, f"{split}.{src}-{tgt}.")
-        if not os.path.exists(prefix + src + ".idx"):
+        if not (os.path.exists(prefix + src + ".idx") or os.path.exists(prefix + src + ".bin")):
             raise FileNotFoundError(f"lattice dataset split {split} not found: {prefix}{src}.bin/.idx "
                                     "(make it with scripts/preprocess_lattices.py)")
+        if not os.path.exists(prefix + src + ".nchars.npy"):
+            raise InputFileError(f"{prefix}{src}.bin holds plain binarized text, not lattices (no {prefix}{src}"
+                                 ".nchars.npy): make lattice data with scripts/preprocess_lattices.py")
         src_ds = load_lattice_dataset(prefix + src)
         tgt_ds = data_utils.load_indexed_dataset(prefix + tgt, self.tgt_dict, self.cfg.dataset_impl)
         if tgt_ds is None:
@@ -71,40 +80,82 @@ class LatticeTranslationTask(TranslationTask):
         return self._builder
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
-        """Raw sentences -> packed lattices (built with --lattice-segmenters) and their lengths."""
-        lattices = [self.lattice_builder(line, f"input line {n}") for n, line in enumerate(lines, 1)]
+        """Raw sentences -> packed lattices (built with --lattice-segmenters) and their lengths.
+
+        fairseq-interactive calls this once per ``--buffer-size`` lines: errors name the line
+        number in the whole input.  An empty line becomes the empty lattice (0 characters), which
+        :meth:`inference_step` translates into an empty sentence."""
+        first = self._interactive_lines + 1
+        self._interactive_lines += len(lines)
+        lattices = [self.lattice_builder(line, f"input line {n}") if line.strip() else None
+                    for n, line in enumerate(lines, first)]
         ds = lattice_dataset_from(lattices, self.src_dict)
         return [ds[i] for i in range(len(ds))], [int(s) for s in ds.sizes]
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         if constraints is not None:
             raise ValueError("lattice_translation does not support --constraints")
-        # fairseq-interactive rebuilds net_input from src_tokens/src_lengths only: remember each
-        # lattice under its primary path's word ids so that inference_step can restore it
-        self._inference_lattices = {}
-        for packed in src_tokens:
-            _, _, _, words, path = unpack(packed.numpy())
-            self._inference_lattices.setdefault(tuple(words[path].tolist()), []).append(packed)
         src = LatticeDataset(src_tokens, np.asarray(src_lengths))
-        return LatticePairDataset(src, self.src_dict, tgt_dict=self.tgt_dict, left_pad_source=self.cfg.left_pad_source,
-                                  shuffle=False, one_best=self.cfg.lattice_one_best)
+        dataset = LatticePairDataset(src, self.src_dict, tgt_dict=self.tgt_dict, left_pad_source=self.cfg.left_pad_source,
+                                     shuffle=False, one_best=self.cfg.lattice_one_best)
+        # fairseq-interactive rebuilds net_input from src_tokens/src_lengths only, so inference_step
+        # finds each row's lattice again by its primary path's word ids.  Inputs sharing them (words
+        # outside the dictionary are all <unk>) are told apart by order: the batches come in the
+        # dataset's ordered_indices() order (by characters; inputs too long for
+        # --skip-invalid-size-inputs-valid-test are the last), so each queue follows that order.
+        self._inference_lattices = {}
+        for i in dataset.ordered_indices():
+            _, _, _, words, path = unpack(src_tokens[i].numpy())
+            self._inference_lattices.setdefault(tuple(words[path].tolist()), deque()).append(src_tokens[i])
+        return dataset
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         net = sample["net_input"]
         if "lat_in_mask" not in net:  # fairseq-interactive dropped the lattice tensors
             net.update(self._restore_lattices(net["src_tokens"]))
-        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
-                                      constraints=constraints)
+        empty = net["src_lengths"].eq(0)  # empty input lines: an empty translation each
+        if not bool(empty.any()):
+            return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
+                                          constraints=constraints)
+        bsz = empty.numel()
+        hypos = [[self._empty_hypothesis(net["src_lengths"].device)] for _ in range(bsz)]
+        rows = (~empty).nonzero(as_tuple=True)[0]
+        if rows.numel() > 0:
+            decoded = super().inference_step(
+                generator, models, _select_rows(sample, rows, bsz),
+                prefix_tokens=None if prefix_tokens is None else prefix_tokens.index_select(0, rows),
+                constraints=None if constraints is None else constraints.index_select(0, rows))
+            for row, hypo in zip(rows.tolist(), decoded):
+                hypos[row] = hypo
+        return hypos
+
+    def _empty_hypothesis(self, device):
+        eos = self.tgt_dict.eos()
+        return {"tokens": torch.tensor([eos], device=device), "score": torch.tensor(0.0, device=device),
+                "attention": torch.empty(0, device=device), "alignment": torch.empty(0, device=device),
+                "positional_scores": torch.zeros(1, device=device)}
 
     def _restore_lattices(self, src_tokens):
         pad = self.src_dict.pad()
         packed = []
         for row in src_tokens.cpu():
-            candidates = getattr(self, "_inference_lattices", {}).get(tuple(row[row.ne(pad)].tolist()))
-            if not candidates:
+            queue = self._inference_lattices.get(tuple(row[row.ne(pad)].tolist()))
+            if not queue:
                 raise ValueError("lattice_translation: a batch without lattice tensors whose source was not "
                                  "built by build_dataset_for_inference")
-            # inputs with identical primary paths are told apart in input order
-            packed.append(candidates.pop(0) if len(candidates) > 1 else candidates[0])
+            # rows arrive in the queue's order; the last lattice stays for a repeated step
+            packed.append(queue.popleft() if len(queue) > 1 else queue[0])
         batch = collate_lattices(packed, pad, self.cfg.left_pad_source, self.cfg.lattice_one_best)
         return {k: v.to(src_tokens.device) for k, v in batch.items() if k.startswith("lat_")}
+
+
+def _select_rows(sample, rows, bsz):
+    """``sample`` restricted to the batch rows ``rows`` (every tensor whose first dimension is the batch)."""
+    if isinstance(sample, dict):
+        out = {k: _select_rows(v, rows, bsz) for k, v in sample.items()}
+        if "nsentences" in out:
+            out["nsentences"] = rows.numel()
+        return out
+    if torch.is_tensor(sample) and sample.dim() > 0 and sample.size(0) == bsz:
+        return sample.index_select(0, rows.to(sample.device))
+    return sample
