@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
 # DPN-S2S on Gigaword headline generation (Table 3): prepare Rush et al.'s data with a 30k vocabulary
 # per side (prepare_gigaword.sh), train the table3_dpn_s2s row, decode the 2000-pair test set with
-# beam 5 and a minimum length of 14 words, and report ROUGE-1/2/L F1 (scripts/score.sh --rouge).
+# beam 5 and a minimum length of 14 words, and report ROUGE-1/2/L F1 against the release's test
+# references (scripts/lib/common.sh score_summaries).
 #
-#   bash scripts/recipes/dpn_s2s_gigaword.sh (--sumdata DIR | --data BIN_DIR) [--valid-size N] [--cpu]
-#        [-- HYDRA_OVERRIDES...]
+#   bash scripts/recipes/dpn_s2s_gigaword.sh (--sumdata DIR [--out data/gigaword] | --data OUT/bin)
+#        [--valid-size N] [--save-dir DIR] [--cpu] [--small] [--score-only] [-- HYDRA_OVERRIDES...]
 set -euo pipefail
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-SUMDATA=""; DATA=""; VALID=(); CPU=()
-while [[ $# -gt 0 ]]; do
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+SUMDATA="" DATA="" OUT=data/gigaword VALID=() PASS=()
+while [ $# -gt 0 ]; do
   case "$1" in
-    --sumdata) SUMDATA="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --valid-size) VALID=(--valid-size "$2"); shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
+    --sumdata) need_val "$@"; SUMDATA=$2; shift 2 ;;
+    --data) need_val "$@"; DATA=$2; shift 2 ;;
+    --out) need_val "$@"; OUT=$2; shift 2 ;;
+    --valid-size) need_val "$@"; VALID=(--valid-size "$2"); shift 2 ;;
+    --save-dir) need_val "$@"; PASS+=(--save-dir "$2"); shift 2 ;;
+    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "dpn_s2s_gigaword.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
   esac
 done
-if [[ -z "$DATA" ]]; then
-  [[ -n "$SUMDATA" ]] || { echo "dpn_s2s_gigaword.sh: give --sumdata DIR (Rush et al. release) or --data BIN_DIR" >&2; exit 2; }
-  bash "$REPO/scripts/recipes/prepare_gigaword.sh" --sumdata "$SUMDATA" --out "$REPO/data/gigaword" "${VALID[@]}"
-  DATA="$REPO/data/gigaword/bin"
+if [ -z "$DATA" ]; then
+  [ -n "$SUMDATA" ] || die "give --sumdata DIR (Rush et al. release) or --data BIN_DIR"
+  OUT=$(abs_dir "$OUT")
+  bash "$REPO_ROOT/scripts/recipes/prepare_gigaword.sh" --sumdata "$SUMDATA" --out "$OUT" "${VALID[@]}"
+  DATA="$OUT/bin"
 fi
-bash "$REPO/scripts/recipes/dpn_s2s.sh" --row table3_dpn_s2s --data "$DATA" "${CPU[@]}" -- "$@"
+need_dir "$DATA" "--data"
+bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row table3_dpn_s2s --data "$DATA" \
+  --refs "$(ls "$(abs_dir "$DATA")"/../refs/test.ref* | tr '\n' ' ')" "${PASS[@]}" -- "$@"

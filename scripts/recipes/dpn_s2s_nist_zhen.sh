@@ -10,40 +10,48 @@
 #
 #   bash scripts/recipes/dpn_s2s_nist_zhen.sh --data BIN_DIR [--rows "table2_dpn_s2s table2_cnn table2_san"]
 #        [--subsets "test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"] [--refs-dir DIR]
-#        [--cpu] [-- HYDRA_OVERRIDES...]
+#        [--save-dir DIR] [--cpu] [--small] [--score-only] [-- HYDRA_OVERRIDES...]
 #
 # --subsets maps fairseq subsets of BIN_DIR to test-set names; with --refs-dir the references are
-# DIR/NAME.ref0 .. DIR/NAME.ref3 (multi-reference BLEU), otherwise the binarized single reference.
+# DIR/NAME.ref0 .. DIR/NAME.ref3: detokenized hypotheses against those raw references,
+# case-insensitive multi-reference sacrebleu (scripts/lib/common.sh score_translation); without
+# --refs-dir only tokenized BLEU against the binarized reference, labelled as such.
+# Each row in --save-dir/ROW (default checkpoints/dpn_s2s/ROW); decodings in it as SUBSET.gen.
 set -euo pipefail
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-DATA=""; ROWS="table2_dpn_s2s table2_cnn table2_san"; REFS_DIR=""; CPU=()
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+DATA="" ROWS="table2_dpn_s2s table2_cnn table2_san" REFS_DIR="" PASS=() SAVE=""
 SUBSETS="test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"
-while [[ $# -gt 0 ]]; do
+while [ $# -gt 0 ]; do
   case "$1" in
-    --data) DATA="$2"; shift 2 ;;
-    --rows) ROWS="$2"; shift 2 ;;
-    --subsets) SUBSETS="$2"; shift 2 ;;
-    --refs-dir) REFS_DIR="$2"; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
+    --data) need_val "$@"; DATA=$2; shift 2 ;;
+    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
+    --subsets) need_val "$@"; SUBSETS=$2; shift 2 ;;
+    --refs-dir) need_val "$@"; REFS_DIR=$2; shift 2 ;;
+    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
+    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "dpn_s2s_nist_zhen.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
   esac
 done
-[[ -n "$DATA" && -d "$DATA" ]] || { echo "dpn_s2s_nist_zhen.sh: --data BIN_DIR is required (see scripts/recipes/prepare_nist_zhen.sh)" >&2; exit 2; }
+[ -n "$DATA" ] || die "--data BIN_DIR is required (see scripts/recipes/prepare_nist_zhen.sh)"
+need_dir "$DATA" "--data"
+[ -z "$REFS_DIR" ] || need_dir "$REFS_DIR" "--refs-dir"
+for row in $ROWS; do [[ $row == table2_* ]] || die "--rows: $row is not a Table 2 row"; done
+[ -z "$SAVE" ] || SAVE=$(abs_dir "$SAVE")
 for row in $ROWS; do
-  [[ $row == table2_* ]] || { echo "dpn_s2s_nist_zhen.sh: $row is not a Table 2 row" >&2; exit 2; }
   train=()  # train once per row, then decode every test set
   for pair in $SUBSETS; do
     subset=${pair%%:*}; name=${pair#*:}
     refs=()
-    if [[ -n "$REFS_DIR" ]]; then
-      refs=(--refs "$(ls "$REFS_DIR/$name".ref* 2>/dev/null | tr '\n' ' ')")
-      [[ -n "${refs[1]// /}" ]] || { echo "dpn_s2s_nist_zhen.sh: no references $REFS_DIR/$name.ref*" >&2; exit 2; }
+    if [ -n "$REFS_DIR" ]; then
+      mapfile -t files < <(ls "$REFS_DIR/$name".ref* 2>/dev/null)
+      [ ${#files[@]} -gt 0 ] || die "no references $REFS_DIR/$name.ref*"
+      refs=(--refs "${files[*]}")
     fi
-    echo "== $row on $name ($subset)"
-    bash "$REPO/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$DATA" --subset "$subset" "${refs[@]}" \
-      "${CPU[@]}" "${train[@]}" -- "$@"
+    bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$DATA" --subset "$subset" "${refs[@]}" \
+      ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" "${train[@]}" -- "$@"
     train=(--no-train)
   done
 done

@@ -6,43 +6,44 @@
 # softmax is replaced by fairseq's adaptive softmax (cutoffs 2000,10000).
 #
 #   bash scripts/recipes/gencnn_fbis.sh --train fbis.en --valid mt06.en --test mt08.en \
-#        [--out data/fbis] [--rows "gencnn time_arrow_only time_flow_only alpha_only"] [--cpu] [-- OVERRIDES...]
+#        [--out data/fbis] [--rows "gencnn time_arrow_only time_flow_only alpha_only"] [--save-dir DIR]
+#        [--cpu] [--small] [-- OVERRIDES...]
+# Each row in --save-dir/table3_fbis_ROW (default checkpoints/gencnn/...); --small: a smoke run.
 set -euo pipefail
-# use the project venv unless fairseq is already on PATH
-command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
-REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-OUT=data/fbis; TRAIN=; VALID=; TEST=; CPU=(); ROWS="gencnn time_arrow_only time_flow_only alpha_only"
-while [[ $# -gt 0 ]]; do
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+OUT=data/fbis TRAIN="" VALID="" TEST="" CPU=() ROWS="gencnn time_arrow_only time_flow_only alpha_only" SAVE=""
+while [ $# -gt 0 ]; do
   case "$1" in
-    --train) TRAIN="$2"; shift 2 ;;
-    --valid) VALID="$2"; shift 2 ;;
-    --test) TEST="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --rows) ROWS="$2"; shift 2 ;;
-    --cpu) CPU=(common.cpu=true); shift ;;
+    --train) need_val "$@"; TRAIN=$2; shift 2 ;;
+    --valid) need_val "$@"; VALID=$2; shift 2 ;;
+    --test) need_val "$@"; TEST=$2; shift 2 ;;
+    --out) need_val "$@"; OUT=$2; shift 2 ;;
+    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
+    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
+    --cpu) CPU=(--cpu); shift ;;
+    --small) set_small; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-    *) echo "gencnn_fbis.sh: unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage_from_header; exit 0 ;;
+    *) die "unknown option $1" ;;
   esac
 done
 for f in TRAIN VALID TEST; do
-  [[ -n "${!f}" ]] || { echo "gencnn_fbis.sh: --${f,,} FILE is required" >&2; exit 2; }
-  [[ -f "${!f}" ]] || { echo "gencnn_fbis.sh: --${f,,} ${!f}: no such file" >&2; exit 2; }
+  [ -n "${!f}" ] || die "--${f,,} FILE is required"
+  need_file "${!f}" "--${f,,}"
 done
-for row in $ROWS; do
-  [[ -f "$REPO/configs/gencnn/table3_fbis_$row.yaml" ]] || { echo "gencnn_fbis.sh: --rows: unknown row '$row'" >&2; exit 2; }
-done
-if [[ ! -f "$OUT/bin/dict.txt" ]]; then
-  bash "$REPO/scripts/preprocess.sh" --lm --train "$TRAIN" --valid "$VALID" --test "$TEST" --bpe none \
-    --nwords 40000 --destdir "$OUT/bin"
+for row in $ROWS; do need_file "$REPO_ROOT/configs/gencnn/table3_fbis_$row.yaml" "config of --rows $row"; done
+activate_env
+OUT=$(abs_dir "$OUT"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/gencnn}")
+if [ ! -f "$OUT/bin/dict.txt" ]; then
+  bash "$REPO_ROOT/scripts/preprocess.sh" --lm --train "$TRAIN" --valid "$VALID" --test "$TEST" --bpe none \
+    --nwords 40000 --destdir "$OUT/bin" --force
 fi
-OUT="$(cd "$OUT" && pwd)"
 for row in $ROWS; do
-  SAVE="$REPO/checkpoints/gencnn/table3_fbis_$row"
-  fairseq-hydra-train --config-dir "$REPO/configs/gencnn" --config-name "table3_fbis_$row" \
-    task.data="$OUT/bin" common.user_dir="$REPO/fairseq_local" checkpoint.save_dir="$SAVE" \
-    hydra.run.dir="$SAVE/hydra" "${CPU[@]}" "$@"
-  fairseq-eval-lm "$OUT/bin" --user-dir "$REPO/fairseq_local" --task language_modeling \
-    --sample-break-mode eos --path "$SAVE/checkpoint_best.pt" --gen-subset test --batch-size 64 \
-    ${CPU:+--cpu} 2>&1 | grep -E "Loss|Perplexity" | sed "s/^/$row: /" | tee "$SAVE/test.ppl"
+  S="$SAVE/table3_fbis_$row"
+  bash "$REPO_ROOT/scripts/train.sh" --data "$OUT/bin" --save-dir "$S" \
+    --config "$REPO_ROOT/configs/gencnn/table3_fbis_$row.yaml" "${CPU[@]}" -- "${SMALL_HYDRA[@]}" "$@"
+  fairseq-eval-lm "$OUT/bin" --user-dir "$USER_DIR" --task language_modeling \
+    --sample-break-mode eos --path "$S/checkpoint_best.pt" --gen-subset test --batch-size 64 \
+    "${CPU[@]}" 2>&1 | grep -E "Loss|Perplexity" | sed "s/^/$row: /" | tee "$S/test.ppl"
 done

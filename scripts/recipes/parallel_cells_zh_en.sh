@@ -9,15 +9,16 @@
 #   bash scripts/recipes/parallel_cells_zh_en.sh --row baseline|wide3 --out data/nist_zh_en \
 #       --train-zh "ldc/LDC2002E18.zh ..." --train-en "ldc/LDC2002E18.en ..." \
 #       --set mt02=nist/mt02.src.sgm,nist/mt02.ref.sgm --set mt03=... --set mt04=... --set mt05=... \
-#       [--valid mt02] [--beam 10] [--cpu] [-- HYDRA_OVERRIDES...]
+#       [--valid mt02] [--beam 10] [--save-dir DIR] [--cpu] [--small] [--score-only] [-- HYDRA_OVERRIDES...]
 #
 # The paper: NIST02 dev; NIST03/04/05 (and 06) test. Data preparation is
 # scripts/recipes/prepare_nist_zhen.sh (it also leaves a small BPE by-product in OUT/bin-bpe);
-# the word-level binarized data goes to OUT/bin-word30k.
+# the word-level binarized data goes to OUT/bin-word30k.  Checkpoints and decodings: --save-dir
+# (default checkpoints/parallel_cells/table3_zh_en_ROW), NAME/generate-SUBSET.txt and NAME.score.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-ROW=wide3 OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt02 BEAM=10 CPU=() SETS=()
+ROW=wide3 OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt02 BEAM=10 CPU=() SETS=() SAVE="" SCORE_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --row) need_val "$@"; ROW=$2; shift 2 ;;
@@ -27,7 +28,10 @@ while [ $# -gt 0 ]; do
     --set) need_val "$@"; SETS+=(--set "$2"); shift 2 ;;
     --valid) need_val "$@"; VALID=$2; shift 2 ;;
     --beam) need_val "$@"; BEAM=$2; shift 2 ;;
+    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
     --cpu) CPU=(--cpu); shift ;;
+    --small) set_small; shift ;;
+    --score-only) SCORE_ONLY=1; shift ;;
     --) shift; break ;;
     -h|--help) usage_from_header; exit 0 ;;
     *) die "unknown option $1" ;;
@@ -36,7 +40,7 @@ done
 case "$ROW" in baseline|wide3) ;; *) die "--row must be baseline or wide3 (got $ROW)" ;; esac
 [ -n "$OUT" ] || die "--out is required"
 activate_env
-BIN="$OUT/bin-word30k"
+OUT=$(abs_dir "$OUT"); BIN="$OUT/bin-word30k"
 if [ ! -f "$BIN/dict.en.txt" ]; then
   [ -n "$TRAIN_ZH" ] && [ -n "$TRAIN_EN" ] || die "--train-zh and --train-en are required to prepare $OUT"
   bash "$REPO_ROOT/scripts/recipes/prepare_nist_zhen.sh" --out "$OUT" --mode bpe --bpe-size 1000 \
@@ -64,15 +68,20 @@ PY
     ${TESTPREFS:+--test "$TESTPREFS"} --destdir "$BIN" --bpe none --nwords 30000
   cp "$OUT/bin-bpe/test_sets.txt" "$BIN/test_sets.txt"
 fi
-SAVE="$REPO_ROOT/checkpoints/parallel_cells/table3_zh_en_$ROW"
-TRAIN_CPU=(); [ ${#CPU[@]} -eq 0 ] || TRAIN_CPU=(--cpu)
-bash "$REPO_ROOT/scripts/train.sh" --data "$BIN" --save-dir "$SAVE" "${TRAIN_CPU[@]}" \
-  --config "$REPO_ROOT/configs/parallel_cells/table3_zh_en_$ROW.yaml" -- "$@"
+SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/parallel_cells/table3_zh_en_$ROW}")
+if [ "$SCORE_ONLY" = 0 ]; then
+  bash "$REPO_ROOT/scripts/train.sh" --data "$BIN" --save-dir "$SAVE" "${CPU[@]}" \
+    --config "$REPO_ROOT/configs/parallel_cells/table3_zh_en_$ROW.yaml" -- "${SMALL_HYDRA[@]}" "$@"
+fi
 i=0
 while read -r n; do
   subset=test$(nsuffix $i); i=$((i + 1))
-  bash "$REPO_ROOT/scripts/generate.sh" --data "$BIN" --path "$SAVE/checkpoint_best.pt" --out "$SAVE/$n" \
-    --subset "$subset" --beam "$BEAM" --bpe none --detok moses --lang en -- "${CPU[@]}"
-  refs=(); for r in "$OUT/refs/$n".ref*; do refs+=(--ref "$r"); done
-  bash "$REPO_ROOT/scripts/score.sh" --hyp "$SAVE/$n/hyp.txt" "${refs[@]}" --lowercase | tee "$SAVE/$n/bleu.txt"
+  if [ "$SCORE_ONLY" = 0 ]; then
+    bash "$REPO_ROOT/scripts/generate.sh" --data "$BIN" --path "$SAVE/checkpoint_best.pt" --out "$SAVE/$n" \
+      --subset "$subset" --beam "$BEAM" --bpe none -- "${CPU[@]}" "${SMALL_GEN[@]}"
+  fi
+  refs=(); for r in "$OUT/refs/$n".ref*; do [ -f "$r" ] && refs+=(--ref "$r"); done
+  [ ${#refs[@]} -gt 0 ] || die "no references $OUT/refs/$n.ref*"
+  echo "== table3_zh_en_$ROW $n"
+  score_translation "$SAVE/$n/generate-$subset.txt" "$SAVE/$n" --lowercase "${refs[@]}"
 done <"$BIN/test_sets.txt"
