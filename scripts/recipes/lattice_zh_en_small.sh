@@ -14,16 +14,22 @@
 #      baseline) and character chains (character-level baseline), scripts/build_lattices.py;
 #   3. binarize each with scripts/preprocess_lattices.py (word types seen >= THRESHOLD times, 50k cap);
 #   4. unless PREP_ONLY=1: train DWL+gating, word-level and char-level RNNSearch for MINUTES minutes
-#      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive BLEU (scripts/score.sh).
+#      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive
+#      BLEU of the detokenized output against CORPUS_DIR/valid.en (scripts/lib/common.sh score_translation).
 # Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), ARCH_ARGS (smaller than the paper's sizes,
-# for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY.
+# for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY, SYSTEMS ("lattice word char"), SMALL=1 (a smoke run:
+# 2 updates, beam 2), SCORE_ONLY=1 (re-score WORK/gen.KIND/generate-valid.txt).
 set -euo pipefail
-# use the project venv unless fairseq is already on PATH
-command -v fairseq-train >/dev/null 2>&1 || source "$(dirname "$0")/../setup_env.sh"
-CORPUS=${1:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
-WORK=${2:?usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR}
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+case "${1:-}" in -h|--help) usage_from_header; exit 0 ;; esac
+[ $# -eq 2 ] || die "usage: lattice_zh_en_small.sh CORPUS_DIR WORK_DIR"
+activate_env
+CORPUS=$(cd "$1" 2>/dev/null && pwd) || die "CORPUS_DIR '$1' does not exist"
+WORK=$(abs_dir "$2")
+REPO=$REPO_ROOT
 PY=${PYTHON:-python}
+SYSTEMS=${SYSTEMS:-lattice word char}
 WORKERS=${WORKERS:-2}
 THRESHOLD=${THRESHOLD:-2}
 MINUTES=${MINUTES:-4}
@@ -37,23 +43,10 @@ mkdir -p "$WORK/raw"
 cp "$CORPUS"/*.attribution "$WORK/raw/" 2>/dev/null || true
 
 # 1. English tokenization (written atomically)
-for s in $SPLITS; do
-  if [ ! -f "$WORK/raw/$s.en" ]; then
-    $PY - "$CORPUS/$s.en" "$WORK/raw/$s.en" <<'EOF'
-import os, sys
-from sacremoses import MosesTokenizer
-tok = MosesTokenizer(lang="en")
-src, dst = sys.argv[1:]
-with open(src, encoding="utf-8") as f, open(dst + ".tmp", "w", encoding="utf-8") as g:
-    for line in f:
-        g.write(tok.tokenize(line.strip(), return_str=True, escape=False) + "\n")
-os.replace(dst + ".tmp", dst)
-EOF
-  fi
-done
+for s in $SPLITS; do [ -f "$WORK/raw/$s.en" ] || moses_tok en "$CORPUS/$s.en" "$WORK/raw/$s.en"; done
 
 # 2. lattices and chains
-for kind in lattice word char; do
+for kind in $SYSTEMS; do
   case $kind in lattice) SEG=jieba,thulac,snownlp;; word) SEG=jieba;; char) SEG=char;; esac
   mkdir -p "$WORK/raw/$kind"
   for s in $SPLITS; do
@@ -64,7 +57,7 @@ for kind in lattice word char; do
 done
 
 # 3. binarize
-for kind in lattice word char; do
+for kind in $SYSTEMS; do
   if [ ! -f "$WORK/bin/$kind/dict.zh.txt" ]; then
     ARGS=(--source-lang zh --target-lang en --trainpref "$WORK/raw/$kind/train" --validpref "$WORK/raw/$kind/valid"
           --destdir "$WORK/bin/$kind" --thresholdsrc "$THRESHOLD" --thresholdtgt "$THRESHOLD" --workers "$WORKERS")
@@ -77,21 +70,24 @@ done
 
 # 4. same wall time for each system, then valid BLEU
 HOURS=$($PY -c "print($MINUTES / 60)")
+BUDGET=(--stop-time-hours "$HOURS" --max-epoch 1000); [ "${SMALL:-0}" = 1 ] && BUDGET=()
 for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_char; do
   kind=${sys%%:*}; arch=${sys#*:}
+  [[ " $SYSTEMS " == *" $kind "* ]] || continue
   ckpt=$WORK/ckpt/$kind
-  nice -n 10 fairseq-train "$WORK/bin/$kind" --user-dir "$REPO/fairseq_local" --task lattice_translation \
-      --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --batch-size 80 \
-      --max-source-positions 70 --max-target-positions 50 --skip-invalid-size-inputs-valid-test \
-      --stop-time-hours "$HOURS" --max-epoch 1000 --save-dir "$ckpt" --no-epoch-checkpoints \
-      --log-format simple --log-interval 50 --num-workers 0 --cpu ${EXTRA_TRAIN_ARGS:-} \
-      > "$WORK/train.$kind.log" 2>&1
-  nice -n 10 fairseq-generate "$WORK/bin/$kind" --user-dir "$REPO/fairseq_local" --task lattice_translation \
-      --path "$ckpt/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --cpu \
-      --max-len-a 1.5 --max-len-b 10 --results-path "$WORK/gen.$kind" > "$WORK/gen.$kind.log" 2>&1
-  grep ^H- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f3 > "$WORK/gen.$kind/hyp.txt"
-  grep ^T- "$WORK/gen.$kind/generate-valid.txt" | sort -t- -k2,2n | cut -f2 > "$WORK/gen.$kind/ref.txt"
+  if [ "${SCORE_ONLY:-0}" != 1 ]; then
+    nice -n 10 fairseq-train "$WORK/bin/$kind" --user-dir "$USER_DIR" --task lattice_translation \
+        --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --batch-size 80 \
+        --max-source-positions 70 --max-target-positions 50 --skip-invalid-size-inputs-valid-test \
+        "${BUDGET[@]}" --save-dir "$ckpt" --no-epoch-checkpoints \
+        --log-format simple --log-interval 50 --num-workers 0 --cpu "${SMALL_CLI[@]}" ${EXTRA_TRAIN_ARGS:-} \
+        > "$WORK/train.$kind.log" 2>&1 || { tail -n 5 "$WORK/train.$kind.log" >&2; die "training $kind failed (log: $WORK/train.$kind.log)"; }
+    nice -n 10 fairseq-generate "$WORK/bin/$kind" --user-dir "$USER_DIR" --task lattice_translation \
+        --path "$ckpt/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --cpu \
+        --max-len-a 1.5 --max-len-b 10 "${SMALL_GEN[@]}" --results-path "$WORK/gen.$kind" > "$WORK/gen.$kind.log" 2>&1 \
+        || { tail -n 5 "$WORK/gen.$kind.log" >&2; die "decoding $kind failed (log: $WORK/gen.$kind.log)"; }
+  fi
   updates=$(grep -o "num_updates [0-9]*" "$WORK/train.$kind.log" | tail -1 || true)
-  echo "== $kind ($arch) after $MINUTES min, $updates: valid BLEU (case-insensitive)"
-  bash "$REPO/scripts/score.sh" --lowercase --ref "$WORK/gen.$kind/ref.txt" --hyp "$WORK/gen.$kind/hyp.txt" 2>/dev/null
+  echo "== $kind ($arch) after $MINUTES min, $updates: valid BLEU"
+  score_translation "$WORK/gen.$kind/generate-valid.txt" "$WORK/gen.$kind/valid" --lowercase --ref "$CORPUS/valid.en"
 done
