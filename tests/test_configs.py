@@ -1,0 +1,141 @@
+"""Every Hydra YAML under configs/ trains through ``fairseq-hydra-train``: two updates and one
+validation, on tiny real data shaped like its row's dataset (tests/real_data.py).  The YAMLs are
+globbed when the tests are collected, so a new YAML is covered without editing this file.
+
+Which data a row gets: language-modelling tasks -> PTB text (``lm``); ``lattice_translation`` ->
+Tatoeba Zh-En lattices (character chains for ``*char*`` rows, jieba chains for the other RNNSearch
+baselines, jieba + thulac + snownlp lattices otherwise); ``translation`` -> by the row's languages:
+de/en Multi30k, zh/en jieba-segmented Tatoeba (its dev set holds a pair longer than the recipes'
+50-word training limit), article/headline Gigaword-shaped pairs.
+
+Overrides, and why (nothing else of the YAML changes):
+* data path, ``common.user_dir``, ``checkpoint.save_dir``, Hydra's run dir: the test's own paths;
+* ``common.cpu``, ``distributed_training.distributed_world_size=1``, ``dataset.num_workers=0``,
+  simple logging without progress bar: a CPU CI machine, a log that can be parsed;
+* ``optimization.max_update=2``: a couple of updates (fairseq validates when it stops);
+* batch size (8 sentences / rows) or ``max_tokens`` (300): the YAMLs' batches are larger than
+  the tiny splits;
+* widths (every embedding / hidden / convolution / FFN / FC size above 120 -> 120, fconv layer
+  widths alike, genCNN feature maps -> at most 12): paper-size layers take minutes per update on
+  CPU.  120 keeps every divisibility of the rows (parallel cells' wide 1-15 and bidirectional
+  halves, attention heads 4 and 8).  Depths, cell types, channels, wides, kernels, windows,
+  dropouts, optimizers, schedules and loss settings are the YAML's own;
+* genCNN Table 3 rows: ``adaptive_softmax_cutoff`` -> ``100,200``: cutoffs are vocabulary ranks,
+  and the tiny vocabulary (~400 types) is smaller than the YAML's 10000.
+"""
+import glob
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from contract_lib import REPO, USER_DIR, hydra_train
+from real_data import RealData
+
+CONFIGS = sorted(Path(p).relative_to(REPO / "configs").with_suffix("").as_posix()
+                 for p in glob.glob(str(REPO / "configs" / "**" / "*.yaml"), recursive=True))
+WIDTH = 120
+WIDTH_KEYS = ("embed_dim", "hidden_size", "conv_dim", "ffn_embed_dim", "fc_dim", "attention_dim")
+UPDATES = 2
+
+
+@pytest.fixture(scope="session")
+def real_data(shared_data, tmp_path_factory):
+    return RealData(shared_data, tmp_path_factory.mktemp("real_data"))
+
+
+def load(config: str):
+    return OmegaConf.load(REPO / "configs" / f"{config}.yaml")
+
+
+def data_kind(config: str, cfg) -> str:
+    task = cfg.task._name
+    if "language_modeling" in task:
+        return "lm"
+    if task == "lattice_translation":
+        if "char" in Path(config).name:
+            return "lattice_char"
+        return "lattice_word" if cfg.model._name == "rnnsearch" else "lattice"
+    langs = (cfg.task.get("source_lang"), cfg.task.get("target_lang"))
+    return {("zh", "en"): "zh_en", ("article", "headline"): "gigaword"}.get(langs, "de_en")
+
+
+def _shrink_layers(spec: str, maps: bool) -> str:
+    if maps:  # genCNN (kernel, TIME-FLOW maps, TIME-ARROW maps)
+        return re.sub(r"\((\d+),\s*(\d+),\s*(\d+)\)",
+                      lambda m: f"({m[1]},{min(int(m[2]), 12)},{min(int(m[3]), 12)})", spec)
+    return re.sub(r"\((\d+),", lambda m: f"({min(int(m[1]), WIDTH)},", spec)  # fconv (width, kernel)
+
+
+def width_overrides(cfg) -> list:
+    out = []
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            name = f"{prefix}.{key}"
+            if isinstance(value, dict):
+                walk(value, name)
+            elif isinstance(value, int) and not isinstance(value, bool) and value > WIDTH \
+                    and key.endswith(WIDTH_KEYS):
+                out.append(f"{name}={WIDTH}")
+            elif isinstance(value, str) and key in ("encoder_layers", "decoder_layers", "alpha_layers",
+                                                     "beta_layers") and "(" in value:
+                out.append(f"{name}='{_shrink_layers(value, key in ('alpha_layers', 'beta_layers'))}'")
+            elif key == "adaptive_softmax_cutoff" and value:
+                out.append(f"{name}='100,200'")
+
+    walk(OmegaConf.to_container(cfg.model), "model")
+    return out
+
+
+def batch_overrides(cfg) -> list:
+    ds = cfg.get("dataset", {})
+    if ds.get("batch_size"):
+        return ["dataset.batch_size=8", "dataset.batch_size_valid=8"]
+    return ["dataset.max_tokens=300", "dataset.batch_size=null"]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_yaml_trains_and_validates(config, real_data, tmp_path):
+    cfg = load(config)
+    data = real_data(data_kind(config, cfg))
+    save = tmp_path / "ckpt"
+    proc = hydra_train(REPO / "configs" / f"{config}.yaml", [
+        f"task.data={data}", f"common.user_dir={USER_DIR}", f"checkpoint.save_dir={save}",
+        "common.cpu=true", "common.log_format=simple", "common.log_interval=1", "common.no_progress_bar=true",
+        "distributed_training.distributed_world_size=1", "dataset.num_workers=0",
+        f"optimization.max_update={UPDATES}", *batch_overrides(cfg), *width_overrides(cfg),
+    ], tmp_path)
+    log = proc.stdout + proc.stderr
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    assert state["optimizer_history"][-1]["num_updates"] == UPDATES, f"{config}: not {UPDATES} updates"
+    valid = re.findall(r"valid on 'valid' subset \| loss ([^ |]+)", log)
+    assert valid, f"{config}: no validation in the log:\n{log[-2000:]}"
+    assert math.isfinite(float(valid[-1])), f"{config}: validation loss {valid[-1]}"
+    # nothing of the dev set is dropped for its length (fairseq warns "... will be skipped")
+    assert "will be skipped" not in log, f"{config}: validation skipped sentences"
+
+
+# ------------------------------------------------------------------------------------------------
+# what each row's paper says about the loss normalisation (see the comment in each YAML)
+# ------------------------------------------------------------------------------------------------
+SENTENCE_AVG = {  # family / row prefix -> the paper's normaliser is the batch's sentences (rows)
+    "parallel_cells/table2_": True, "parallel_cells/section41_": True,  # Zaremba et al.
+    "parallel_cells/table3_zh_en_": True,  # recurrent NMT convention, SGD lr 0.5 + clip 5
+    "lattice/": True,  # GroundHog / dl4mt RNNSearch: per-sentence cost, clip 1.0
+    "mc_rnn/table4_": False,  # AWD-LSTM: per-token mean
+    "mc_rnn/": False, "dpn_s2s/": False, "gencnn/": False, "_selftest/": False,  # fairseq's per-token mean
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_loss_normalisation_is_the_papers(config):
+    expected = next(v for k, v in SENTENCE_AVG.items() if config.startswith(k))
+    cfg = load(config)
+    assert bool(cfg.get("optimization", {}).get("sentence_avg", False)) == expected, config
+    if not config.startswith("_selftest/"):
+        text = (REPO / "configs" / f"{config}.yaml").read_text(encoding="utf-8")
+        assert "Loss normalisation" in text, f"{config}: its comment does not give the loss normalisation"
