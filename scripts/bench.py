@@ -5,7 +5,7 @@ sentences/s, peak memory and parameter count.
     python scripts/bench.py --arch mc_rnn_iwslt_de_en_3 --baseline lstm \
         [--task translation|language_modeling|lattice_translation] [--data BIN_DIR] \
         [--arch-args "..."] [--baseline-args "..."] [--steps N] [--max-tokens N] \
-        [--device cpu|cuda] [--json OUT] [--lengths 20,40]
+        [--device cpu|cuda] [--bf16|--fp16] [--json OUT] [--lengths 20,40]
 
 Both models are built through fairseq's registry (``--user-dir fairseq_local`` is implied) and are
 fed the same batches: synthetic ones by default (random tokens over a ``--vocab``-word dictionary,
@@ -16,7 +16,9 @@ A training step is forward + backward + Adam step.  Generation is fairseq's Sequ
 with ``--beam`` (prefix-conditioned for language models), every hypothesis forced to the same
 length so both models do the same number of steps.  Peak memory is ``max_memory_allocated`` on
 CUDA; on CPU it is parameters + gradients + Adam state + the tensors autograd saves for backward
-during one training step (deduplicated by storage).
+during one training step (deduplicated by storage).  ``--bf16`` / ``--fp16`` (``--dtype``) run the
+training step and generation under ``torch.autocast`` (fairseq's ``--amp`` scheme: fp32 weights and
+Adam state, fp16 with a GradScaler), on CUDA and on CPU alike; the default is plain fp32.
 
 Each round times A and B back to back on the same batches; the reported ratio is the median of
 the per-round ratios (robust to a machine whose speed drifts), with their min and max as the
@@ -70,7 +72,12 @@ def parse_args(argv=None):
     p.add_argument("--no-generate", action="store_true", help="skip the generation timing")
     p.add_argument("--lengths", default="", help="comma list of sentence lengths for a scaling table")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"], help="autocast dtype on cuda")
+    prec = p.add_mutually_exclusive_group()
+    prec.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"],
+                      help="mixed precision: forward/backward and generation under torch.autocast with this "
+                           "dtype (fairseq's --amp; fp16 with a GradScaler), on cuda and cpu; default fp32")
+    prec.add_argument("--bf16", dest="dtype", action="store_const", const="bf16", help="same as --dtype bf16")
+    prec.add_argument("--fp16", dest="dtype", action="store_const", const="fp16", help="same as --dtype fp16")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="also write the results to this JSON file")
@@ -83,6 +90,8 @@ def parse_args(argv=None):
         p.error("--warmup must be >= 0")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is available")
+    if a.device == "cuda" and a.dtype == "bf16" and not torch.cuda.is_bf16_supported():
+        p.error("--dtype bf16: this CUDA device does not support bfloat16")
     if a.data and not os.path.isdir(a.data):
         p.error(f"--data {a.data}: no such directory")
     if a.steps % a.rounds:
@@ -168,21 +177,28 @@ class Runner:
         self.cfg, self.task, self.model, self.criterion = build(arch, extra, args, data_dir)
         self.args = args
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        # fp16 needs loss scaling to train (bf16 has fp32's exponent range and does not)
+        self.scaler = torch.amp.GradScaler(args.device) if args.dtype == "fp16" else None
         self.params = sum(p.numel() for p in self.model.parameters())
         self.times, self.tokens = [], 0
 
     def _autocast(self):
         a = self.args
-        if a.device == "cuda" and a.dtype != "fp32":
-            return torch.autocast("cuda", dtype=torch.bfloat16 if a.dtype == "bf16" else torch.float16)
-        return torch.autocast("cpu", enabled=False)
+        if a.dtype != "fp32":
+            return torch.autocast(a.device, dtype=torch.bfloat16 if a.dtype == "bf16" else torch.float16)
+        return torch.autocast(a.device, enabled=False)
 
     def train_step(self, sample):
         self.model.train()
         with self._autocast():
             loss, _, _ = self.criterion(self.model, sample)
-        loss.backward()
-        self.opt.step()
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         return loss
 
@@ -333,7 +349,7 @@ def measure(args):
 
 
 def report(args, rows, scaling, ratio):
-    print(f"device={args.device} threads={torch.get_num_threads()} task={args.task} "
+    print(f"device={args.device} dtype={args.dtype} threads={torch.get_num_threads()} task={args.task} "
           f"data={args.data or 'synthetic'} max_tokens={args.max_tokens} steps={args.steps} rounds={args.rounds}")
     hdr = f"{'':2} {'arch':32} {'params':>12} {'train tok/s':>12} {'spread':>7} {'gen sent/s':>11} {'peak MiB':>9}"
     print(hdr)

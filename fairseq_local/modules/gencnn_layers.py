@@ -62,6 +62,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_local.modules.amp import autocast_inputs
+
 _ACTIVATIONS = {
     "relu": torch.relu,
     "sigmoid": torch.sigmoid,
@@ -206,7 +208,7 @@ class GatedConvStack(nn.Module):
             if shared:
                 Wp = Wp.expand(n, *Wp.shape)
             bias = None if out is not None else (b.expand(n, b.shape[-1]) if shared else b)
-            r = _WindowMatmul.apply(part, Wp, bias, width, stride, start, n)
+            r = _WindowMatmul.apply(*autocast_inputs(part, Wp, bias), width, stride, start, n)
             out = r if out is None else out + r
             c0 += c
         return out

@@ -48,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq_local.modules.amp import autocast_inputs
+
 State = Tuple[Tensor, ...]
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -151,7 +153,7 @@ class ParallelCellRNNLayer(nn.Module):
             keep_cells[list(self.masked_cells)] = 0
         if self.cell == "lstm" and keep_cells is None and not self.force_autograd:
             keep = None if pad is None else (~pad).to(x.dtype)
-            out, h, c = _BlockDiagonalLSTM.apply(xproj, h, c, self.weight_hh, keep)
+            out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(xproj, h, c, self.weight_hh, keep))
             return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
         # [T, n, B, g*k]; unbind once: indexing xproj[t] would make every step's backward zero-fill
         xsteps = xproj.transpose(1, 2).contiguous().unbind(0)

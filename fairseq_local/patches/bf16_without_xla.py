@@ -1,0 +1,59 @@
+"""``--bf16`` trains in bfloat16 on GPUs and CPUs, not only on TPUs.
+
+``fairseq.options.parse_args_and_arch`` turns every ``--bf16`` into ``--tpu`` (a leftover of the
+TPU-only bf16 of fairseq 0.10), so ``fairseq-train --bf16`` on a GPU or with ``--cpu`` dies in
+``Trainer.__init__`` (``utils.get_tpu_device``: ``'NoneType' object has no attribute
+'xla_device'``) unless torch_xla is installed.  The same run configured through Hydra
+(``common.bf16=true``) never sets ``tpu`` and trains in bfloat16 on CUDA or CPU (fairseq's
+``FP16Optimizer`` keeps fp32 master weights and needs no loss scaler for bf16).
+
+:func:`install` wraps ``fairseq.distributed.utils.call_main``, which every training and evaluation
+entry point calls with the final config (``fairseq_cli.train``, ``hydra_train``, ``eval_lm``,
+``validate``, looking it up on the module at call time): when ``common.bf16`` and ``common.tpu``
+are both set and torch_xla is not installed (so a TPU run cannot be what was meant), ``tpu`` is
+cleared (in ``common`` and in the groups argparse copied it to: ``distributed_training``, which
+would skip init-method inference for multi-GPU runs, and ``optimizer``, which would pick the
+unfused Adam) and the run trains in bfloat16 on the device it was given (``--cpu`` or CUDA).
+"""
+import functools
+import importlib.util
+import logging
+
+logger = logging.getLogger(__name__)
+
+_MARK = "_fairseq_local_bf16_without_xla"
+
+
+def clear_implied_tpu(cfg):
+    """Clear ``common.tpu`` when it was only implied by ``common.bf16`` (no torch_xla). Returns
+    True when it changed ``cfg``."""
+    from omegaconf import open_dict
+
+    common = getattr(cfg, "common", None)
+    if common is None or not getattr(common, "bf16", False) or not getattr(common, "tpu", False):
+        return False
+    if importlib.util.find_spec("torch_xla") is not None:
+        return False
+    with open_dict(cfg):  # argparse copied the flag into every group that has one
+        for group in cfg.values():
+            if hasattr(group, "get") and group.get("tpu", None) is True:
+                group.tpu = False
+    logger.info("--bf16 without torch_xla: training in bfloat16 on %s, not on a TPU",
+                "cpu" if common.cpu else "the GPU")
+    return True
+
+
+def install():
+    from fairseq.distributed import utils as distributed_utils
+
+    call_main = distributed_utils.call_main
+    if getattr(call_main, _MARK, False):
+        return
+
+    @functools.wraps(call_main)
+    def call_main_bf16_without_xla(cfg, main, **kwargs):
+        clear_implied_tpu(cfg)
+        return call_main(cfg, main, **kwargs)
+
+    setattr(call_main_bf16_without_xla, _MARK, True)
+    distributed_utils.call_main = call_main_bf16_without_xla
