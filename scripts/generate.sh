@@ -7,6 +7,8 @@
 #                            [--batch-size 64] [-- EXTRA fairseq-generate ARGS]
 # Writes DIR/generate-SUBSET.txt (fairseq's log), DIR/hyp.txt and DIR/ref.txt (one line per
 # sentence, in the original order, BPE removed, optionally Moses-detokenized for language L).
+# Every sentence of the split must get a hypothesis: when fairseq-generate returns fewer (e.g.
+# --skip-invalid-size-inputs-valid-test skipped some) it fails and DIR is left as it was.
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -43,14 +45,44 @@ case "$bpe" in sentencepiece) rm_bpe=(--remove-bpe sentencepiece) ;; subword-nmt
 case "$detok" in moses|none) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
 cpu=(); python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" || cpu=(--cpu)
-mkdir -p "$out"
-say "generating $subset with beam $beam into $out"
+# the split's size, from the binarized source side fairseq-generate reads (first data path)
+n_split=$(python - "${data%%:*}" "$subset" "${extra[@]}" <<'PY'
+import argparse, os, sys
+from fairseq.data import data_utils, indexed_dataset
+data, subset, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+p = argparse.ArgumentParser(add_help=False)
+p.add_argument("-s", "--source-lang"); p.add_argument("-t", "--target-lang")
+langs, _ = p.parse_known_args(rest)
+src, tgt = langs.source_lang, langs.target_lang
+if src is None or tgt is None:
+    src, tgt = data_utils.infer_language_pair(data)
+if src is None or tgt is None:
+    sys.exit(f"generate.sh: error: cannot tell the languages of --data {data} (no train.SRC-TGT.* files): "
+             "pass --source-lang/--target-lang after --")
+prefixes = [os.path.join(data, f"{subset}.{a}-{b}.{src}") for a, b in ((src, tgt), (tgt, src))]
+for prefix in prefixes:
+    impl = indexed_dataset.infer_dataset_impl(prefix)
+    if impl == "raw":
+        with open(prefix, encoding="utf-8") as f:
+            print(sum(1 for _ in f))
+        sys.exit(0)
+    if impl is not None:
+        print(len(indexed_dataset.make_dataset(prefix, impl=impl)))
+        sys.exit(0)
+sys.exit(f"generate.sh: error: subset '{subset}' not found in --data {data}: no {prefixes[0]}.idx")
+PY
+) || exit 2
+tmp="$out.tmp.$$"
+trap 'rm -rf "$tmp"' EXIT
+say "generating $subset ($n_split sentences) with beam $beam into $out"
 fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --gen-subset "$subset" \
-  --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" "${rm_bpe[@]}" --results-path "$out.tmp.$$" \
+  --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" "${rm_bpe[@]}" --results-path "$tmp" \
   "${cpu[@]}" "${extra[@]}"
-mv "$out.tmp.$$/generate-$subset.txt" "$out/generate-$subset.txt"; rmdir "$out.tmp.$$"
+# one line per sentence id 0..n_split-1, or a one-line error when generation lost sentences
+gen_text "$tmp/generate-$subset.txt" H "$tmp/hyp.tok" --expect "$n_split"
+gen_text "$tmp/generate-$subset.txt" T "$tmp/ref.tok" --expect "$n_split"
 post() { if [ "$detok" = moses ]; then sacremoses -l "$lang" detokenize; else cat; fi; }
-grep '^H-' "$out/generate-$subset.txt" | sed 's/^H-//' | sort -n -k1,1 -s | cut -f3 | post >"$out/hyp.txt.tmp"
-grep '^T-' "$out/generate-$subset.txt" | sed 's/^T-//' | sort -n -k1,1 -s | cut -f2 | post >"$out/ref.txt.tmp"
-mv "$out/hyp.txt.tmp" "$out/hyp.txt"; mv "$out/ref.txt.tmp" "$out/ref.txt"
+post <"$tmp/hyp.tok" >"$tmp/hyp.txt"; post <"$tmp/ref.tok" >"$tmp/ref.txt"
+mkdir -p "$out"
+for f in "generate-$subset.txt" hyp.txt ref.txt; do mv "$tmp/$f" "$out/$f"; done
 say "wrote $out/hyp.txt ($(wc -l <"$out/hyp.txt") lines) and $out/ref.txt"
