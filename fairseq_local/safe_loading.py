@@ -239,15 +239,15 @@ def checkpoint_model(path):
     from fairseq import checkpoint_utils
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
+    def get(obj, key):  # omegaconf node, dict or (CLI-trained cfg.model) argparse.Namespace
+        if obj is None:
+            return None
+        return obj.get(key, None) if hasattr(obj, "get") else getattr(obj, key, None)
+
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     cfg, args = state.get("cfg"), state.get("args")
-    arch = task = None
-    if cfg is not None and cfg.get("model") is not None:
-        model_cfg = cfg["model"]
-        arch = model_cfg.get("arch", None) or model_cfg.get("_name", None)
-        task = cfg["task"].get("_name", None) if cfg.get("task") is not None else None
-    if arch is None and args is not None:
-        arch, task = getattr(args, "arch", None), getattr(args, "task", None)
+    arch = get(get(cfg, "model"), "arch") or get(get(cfg, "model"), "_name") or get(args, "arch")
+    task = get(get(cfg, "task"), "_name") or get(get(cfg, "task"), "task") or get(args, "task")
     return arch, ARCH_MODEL_NAME_REGISTRY.get(arch, arch), task
 
 

@@ -44,9 +44,8 @@ def _fsync_dir(directory: str):
 def atomic_write(path: str, write):
     """Call ``write(f)`` on a binary file that replaces ``path`` only once written and fsync'ed."""
     tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode follows the umask
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "xb") as f:  # O_EXCL, mode 0666 & ~umask like any new file
             write(f)
             f.flush()
             os.fsync(f.fileno())
