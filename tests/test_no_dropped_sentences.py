@@ -56,6 +56,14 @@ def test_batches_cover_every_index_once(n, max_sentences, max_tokens, use_vec):
         assert max_tokens is None or len(b) * lengths[b].max() <= max_tokens
 
 
+def test_no_indices_no_batches():
+    # every sentence filtered out (--skip-invalid-size-inputs-valid-test): fairseq fails on b[-1]
+    none = np.zeros(0, dtype=np.int64)
+    with pytest.raises(IndexError):
+        _original()(none, lambda i: 1, max_sentences=16, required_batch_size_multiple=8)
+    assert data_utils.batch_by_size(none, lambda i: 1, max_sentences=16, required_batch_size_multiple=8) == []
+
+
 def test_install_reaches_names_imported_before_the_plugin(monkeypatch):
     original = _original()
     early = types.ModuleType("imported_batch_by_size_early")
