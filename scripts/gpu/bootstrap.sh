@@ -82,6 +82,14 @@ EOF
   rm -rf "$site"
   mv "$site.tmp" "$site"
 fi
+# `python` and `python3` mean the box's interpreter for our shell scripts (generate.sh, score.sh...)
+mkdir -p "$site/bin"
+# (wrappers, not links: a link to a venv's python loses the venv, and with it the box's torch)
+pyreal="$(cd "$(dirname "$(command -v "$PY")")" && pwd)/$(basename "$(command -v "$PY")")"
+for name in python python3; do
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$pyreal" >"$site/bin/$name"
+  chmod +x "$site/bin/$name"
+done
 cat >"$target/env.sh.tmp" <<EOF
 # source this file: fairseq + fairseq_local on top of $PY
 export PYTHONPATH="$site:$REPO_ROOT\${PYTHONPATH:+:\$PYTHONPATH}"

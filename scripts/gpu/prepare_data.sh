@@ -38,7 +38,8 @@ if [ ! -f "$dest/multi30k/dict.de.txt" ]; then
   rm -rf "$dest/multi30k.tmp"
   bash "$REPO_ROOT/scripts/preprocess.sh" --src de --tgt en --train "$m30k/train" --valid "$m30k/valid" \
     --destdir "$dest/multi30k.tmp" --tokenize moses --lowercase --bpe subword-nmt --bpe-size 8000 --force
-  rm -rf "$dest/multi30k.tmp/bpe"  # the BPE-applied text: not needed to train, and the bulk of the size
+  # keep the BPE codes (generate.sh finds the BPE kind there); the BPE-applied text is the bulk of the size
+  find "$dest/multi30k.tmp/bpe" -type f ! -name 'codes.*' -delete
   mv "$dest/multi30k.tmp" "$dest/multi30k"
 fi
 

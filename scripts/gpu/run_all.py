@@ -1,0 +1,426 @@
+#!/usr/bin/env python
+"""The GPU benchmark set and one time-boxed paper-scale training run (driven by run_all.sh).
+
+Benchmarks: every family's ``scripts/bench.py`` comparison against its fairseq baseline, with the
+model arguments of the family's docs "Speed" section and GPU-sized batches, each in fp32 and bf16
+(``--dtypes``), training tokens/s and beam-5 generation, plus ``--lengths`` scaling where the docs
+have it.  Each comparison is its own process (a crash or a timeout costs that entry only) and the
+results are rewritten to OUT/bench.json after every entry, so a call stopped at its limit keeps
+what it measured.  No new entry starts after the bench share of ``--budget-minutes``.
+
+Training: MC-RNN-3 vs its Baseline-RNN (``--train-archs``) on the binarized Multi30k De-En from
+scripts/gpu/prepare_data.sh, the minutes left split evenly (``--stop-time-hours``), then beam-5
+decoding of valid with scripts/generate.sh and tokenized BLEU with scripts/score.sh; OUT/train.json.
+
+OUT gets at most four files (the device tool returns eight): bench.json, train.json, summary.txt
+and run_all.log (every command and its output).  ``--dry-run`` checks every command instead (archs
+registered, bench and fairseq options valid) and writes OUT/plan.json; ``--cpu --tiny`` runs the
+same code on CPU with tiny batches and step counts.
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BENCH = os.path.join(REPO, "scripts", "bench.py")
+
+# the model arguments of docs/<family>.md "Speed"; GPU-sized batches from PROFILES below
+_IWSLT_LSTM = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 256 --encoder-hidden-size 256 "
+               "--decoder-embed-dim 256 --decoder-hidden-size 256 --decoder-out-embed-dim 256 "
+               "--encoder-bidirectional --dropout 0.2")
+_LM648 = "--decoder-hidden-size 648 --decoder-embed-dim 648 --decoder-layers 2"
+_MT = ("--encoder-embed-dim {d} --encoder-hidden-size {d} --encoder-layers 2 --decoder-embed-dim {d} "
+       "--decoder-hidden-size {d} --decoder-layers 2 --dropout 0.2")
+ENTRIES = [
+    # name, family, issue goal (train ratio A/B), bench arguments
+    dict(name="mc_rnn3_vs_lstm", family="mc_rnn", goal=0.7,
+         args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --lengths 10,20,40,80"),
+    dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,
+         args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --vocab 25000"),
+    dict(name="parallel_lm648_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0, lm=True,
+         args=f"--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 {_LM648} --dropout 0.1' "
+              f"--baseline lstm_lm --baseline-args '{_LM648} --decoder-out-embed-dim 648 --dropout 0.1' "
+              "--vocab 10000 --tgt-len 35"),
+    dict(name="parallel_lm1950_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0, lm=True,
+         args="--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 --decoder-hidden-size 1950 "
+              "--decoder-embed-dim 1950 --decoder-layers 2 --dropout 0.65' --baseline lstm_lm --baseline-args "
+              "'--decoder-hidden-size 1950 --decoder-embed-dim 1950 --decoder-out-embed-dim 1950 --decoder-layers 2 "
+              "--dropout 0.65' --vocab 10000 --tgt-len 35 --no-generate"),
+    dict(name="parallel_mt510_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=510)}' "
+              f"--baseline lstm --baseline-args '{_MT.format(d=510)} --decoder-out-embed-dim 510' --lengths 10,20,40,80"),
+    dict(name="parallel_mt1026_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=1026)}' "
+              f"--baseline lstm --baseline-args '{_MT.format(d=1026)} --decoder-out-embed-dim 1026'"),
+    dict(name="lattice_dwl_gating_vs_word", family="lattice", goal=0.67, data="lattice",
+         args="--arch lattice_dwl_gating --baseline rnnsearch_zh_word --task lattice_translation --subset train"),
+    dict(name="gencnn_vs_fconv_lm", family="gencnn", goal=1.0, lm=True,
+         args="--task language_modeling --arch gencnn_paper --baseline fconv_lm --baseline-args "
+              "'--decoder-embed-dim 400 --decoder-layers [(400,3)]*4 --decoder-out-embed-dim 400' --tgt-len 50 "
+              "--no-generate --lengths 25,50,100"),
+    dict(name="gencnn_vs_lstm_lm", family="gencnn", goal=None, lm=True,
+         args="--task language_modeling --arch gencnn_paper --baseline lstm_lm --baseline-args "
+              "'--decoder-embed-dim 400 --decoder-hidden-size 400 --decoder-out-embed-dim 400' --tgt-len 50 "
+              "--gen-len 40"),
+    dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9,
+         args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
+]
+
+# batch sizes and step counts: GPU-sized on cuda; --tiny: the least that exercises every code path
+PROFILES = {
+    "gpu": "--max-tokens 4000 --steps 20 --warmup 5 --rounds 5 --gen-sentences 96 --gen-batch 32",
+    "tiny": "--max-tokens 48 --steps 2 --warmup 1 --rounds 2 --gen-sentences 2 --gen-batch 2 --gen-len 5 "
+            "--vocab 100 --src-len 8 --tgt-len 8 --threads 1",
+}
+TINY_OVERRIDES = {"--vocab", "--tgt-len", "--src-len", "--gen-len"}  # --tiny wins over an entry's own
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out", help="output folder (created)")
+    p.add_argument("--part", choices=["all", "bench", "train"], default="all")
+    p.add_argument("--budget-minutes", type=float, default=9.3,
+                   help="wall time of the whole call (default 9.3: one 10-minute device call)")
+    p.add_argument("--bench-share", type=float, default=None,
+                   help="fraction of the budget for benchmarks with --part all (default 0.6)")
+    p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16")
+    p.add_argument("--only", default="", help="regex: run the bench entries whose name matches")
+    p.add_argument("--data", default=os.path.join(REPO, "gpu_kit", "data"),
+                   help="folder with multi30k/ and lattice/ (scripts/gpu/prepare_data.sh)")
+    p.add_argument("--train-data", default=None, help="binarized translation data (default: DATA/multi30k)")
+    p.add_argument("--train-archs", default="mc_rnn_iwslt_de_en_3 rnnsearch_iwslt_de_en")
+    p.add_argument("--train-args", default="--optimizer adam --lr 0.001 --clip-norm 1.0 --dropout 0.2 "
+                                           "--max-tokens 4096 --seed 1",
+                   help="fairseq-train options for the training run (besides time and checkpoint options)")
+    p.add_argument("--train-dtype", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--per-run-timeout", type=float, default=240, help="seconds for one bench comparison")
+    p.add_argument("--cpu", action="store_true", help="run on CPU (default: cuda, which must be present)")
+    p.add_argument("--tiny", action="store_true", help="tiny batches and step counts (CPU checks)")
+    p.add_argument("--dry-run", action="store_true", help="check every command; run nothing")
+    a = p.parse_args(argv)
+    a.dtypes = [d for d in a.dtypes.split(",") if d]
+    bad = [d for d in a.dtypes if d not in ("fp32", "bf16", "fp16")]
+    if bad or not a.dtypes:
+        p.error(f"--dtypes: expected a comma list of fp32, bf16, fp16, got {','.join(bad) or 'nothing'}")
+    if a.budget_minutes <= 0:
+        p.error("--budget-minutes must be > 0")
+    try:
+        a.only_re = re.compile(a.only)
+    except re.error as e:
+        p.error(f"--only {a.only!r}: {e}")
+    if a.bench_share is None:
+        a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0}[a.part]
+    if not 0 <= a.bench_share <= 1:
+        p.error("--bench-share must be in [0, 1]")
+    a.device = "cpu" if a.cpu else "cuda"
+    a.train_data = a.train_data or os.path.join(a.data, "multi30k")
+    return a
+
+
+# ------------------------------------------------------------------------------------------------
+def bench_argv(entry, dtype, args, json_path=None):
+    """The bench.py command line of one entry: its own arguments, then the profile's batch and step
+    counts (an entry's own --vocab / --tgt-len... win, except with --tiny), device and dtype."""
+    own = shlex.split(entry["args"])
+    profile = shlex.split(PROFILES["tiny" if args.tiny else "gpu"])
+    if args.tiny:  # drop the entry's own sizes that the tiny profile sets, and shrink --lengths
+        kept, it = [], iter(own)
+        for tok in it:
+            if tok in TINY_OVERRIDES:
+                next(it)
+            elif tok == "--lengths":
+                next(it)
+                kept += ["--lengths", "6,8"]
+            else:
+                kept.append(tok)
+        own = kept
+    else:
+        set_by_entry = {t for t in own if t.startswith("--")}
+        pruned, it = [], iter(profile)
+        for tok in it:
+            val = next(it)
+            if tok not in set_by_entry:
+                pruned += [tok, val]
+        profile = pruned
+    argv = own + profile + ["--device", args.device, "--dtype", dtype]
+    if entry.get("data"):
+        argv += ["--data", os.path.join(args.data, entry["data"])]
+    if json_path:
+        argv += ["--json", json_path]
+    return argv
+
+
+def check_entry(entry, args):
+    """Problems with one entry's command (dry run): bench's own options, the archs registered, and
+    fairseq's parser accepting each model's arguments.  Returns a list of messages."""
+    sys.path.insert(0, os.path.dirname(BENCH))
+    import bench
+    from fairseq import options
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    problems = []
+    if args.device == "cuda" and not _cuda():  # checking a GPU plan here: bench.py would refuse cuda
+        args = argparse.Namespace(**{**vars(args), "device": "cpu"})
+    argv = bench_argv(entry, args.dtypes[0], args)
+    if entry.get("data") and not os.path.isdir(argv[argv.index("--data") + 1]):
+        del argv[argv.index("--data"):argv.index("--data") + 2]  # missing data is a note; options still checked
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            b = bench.parse_args(argv)
+    except SystemExit:
+        return [f"bench.py rejects the command: {err.getvalue().strip().splitlines()[-1]}"]
+    for role, arch, extra in (("arch", b.arch, b.arch_args), ("baseline", b.baseline, b.baseline_args)):
+        if arch not in ARCH_MODEL_REGISTRY:
+            problems.append(f"--{role} {arch}: not a registered architecture")
+            continue
+        fargv = [tempfile.gettempdir(), "--user-dir", os.path.join(REPO, "fairseq_local"), "--task", b.task,
+                 "--arch", arch] + shlex.split(b.task_args) + shlex.split(extra)
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                options.parse_args_and_arch(options.get_training_parser(), fargv)
+        except SystemExit:
+            problems.append(f"fairseq rejects --{role} {arch} {extra}: {err.getvalue().strip().splitlines()[-1]}")
+    return problems
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.t0 = time.time()
+        self.deadline = self.t0 + 60 * args.budget_minutes
+        os.makedirs(args.out, exist_ok=True)
+        self.log = open(os.path.join(args.out, "run_all.log"), "a", encoding="utf-8")
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
+        if args.cpu:
+            self.env.setdefault("OMP_NUM_THREADS", "1")
+
+    def left(self):
+        return self.deadline - time.time()
+
+    def say(self, msg):
+        line = f"[{time.strftime('%H:%M:%S')} +{time.time() - self.t0:5.0f}s] {msg}"
+        print(line, flush=True)
+        self.log.write(line + "\n")
+        self.log.flush()
+
+    def sh(self, cmd, timeout):
+        """Run ``cmd``; its output goes to run_all.log.  Returns (returncode or None on timeout, tail)."""
+        self.say("$ " + " ".join(shlex.quote(str(c)) for c in cmd))
+        try:
+            proc = subprocess.run([str(c) for c in cmd], env=self.env, cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=max(1.0, timeout))
+            out, rc = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            rc = None
+        self.log.write(out)
+        self.log.flush()
+        return rc, "\n".join(out.strip().splitlines()[-6:])
+
+
+def write_json(path, obj):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)
+
+
+def run_bench(run, args):
+    results = []
+    path = os.path.join(args.out, "bench.json")
+    stop_at = run.t0 + 60 * args.budget_minutes * args.bench_share
+    entries = [e for e in ENTRIES if args.only_re.search(e["name"])]
+    with tempfile.TemporaryDirectory(prefix="run_all_bench_") as tmp:
+        for entry in entries:
+            for dtype in args.dtypes:
+                rec = {"name": entry["name"], "family": entry["family"], "dtype": dtype, "goal": entry["goal"]}
+                jpath = os.path.join(tmp, f"{entry['name']}.{dtype}.json")
+                argv = bench_argv(entry, dtype, args, jpath)
+                rec["command"] = "python scripts/bench.py " + " ".join(shlex.quote(a) for a in argv)
+                if entry.get("data") and not os.path.isdir(os.path.join(args.data, entry["data"])):
+                    rec.update(status="skipped", reason=f"no {os.path.join(args.data, entry['data'])}: "
+                                                        "run scripts/gpu/prepare_data.sh and carry gpu_kit")
+                elif time.time() >= stop_at:
+                    rec.update(status="skipped", reason="out of time (--budget-minutes)")
+                else:
+                    t = time.time()
+                    rc, tail = run.sh([sys.executable, BENCH] + argv,
+                                      timeout=min(args.per_run_timeout, run.deadline - time.time()))
+                    rec["seconds"] = round(time.time() - t, 1)
+                    if rc == 0 and os.path.isfile(jpath):
+                        with open(jpath, encoding="utf-8") as f:
+                            res = json.load(f)
+                        rec.update(status="ok", train_ratio=res["train_ratio"], result=res)
+                        rows = res["rows"]
+                        if "gen_sent_per_s" in rows[0]:
+                            rec["gen_ratio"] = rows[0]["gen_sent_per_s"] / rows[1]["gen_sent_per_s"]
+                        if entry["goal"] is not None:
+                            rec["meets_goal"] = res["train_ratio"] >= entry["goal"]
+                    else:
+                        rec.update(status="timeout" if rc is None else "failed", error=tail)
+                run.say(f"bench {entry['name']} {dtype}: {rec['status']}"
+                        + (f" train ratio {rec['train_ratio']:.2f}" if "train_ratio" in rec else ""))
+                results.append(rec)
+                write_json(path, {"device": args.device, "tiny": args.tiny, "entries": results})
+    return results
+
+
+def run_train(run, args):
+    path = os.path.join(args.out, "train.json")
+    archs = args.train_archs.split()
+    data = args.train_data
+    report = {"data": data, "archs": {}, "dtype": args.train_dtype}
+    if not os.path.isfile(os.path.join(data, "dict.en.txt")) and not args.tiny:
+        report["status"] = f"skipped: no binarized data in {data} (scripts/gpu/prepare_data.sh)"
+        write_json(path, report)
+        return report
+    margin = 30 if args.tiny else 75  # decoding + scoring per arch, start-up
+    minutes_each = (run.left() - margin * len(archs)) / 60 / len(archs)
+    if minutes_each < (0.05 if args.tiny else 1.0):
+        report["status"] = "skipped: out of time (--budget-minutes)"
+        write_json(path, report)
+        return report
+    report["minutes_each"] = round(minutes_each, 2)
+    with tempfile.TemporaryDirectory(prefix="run_all_train_") as tmp:
+        for arch in archs:
+            save = os.path.join(tmp, arch)
+            cmd = ["fairseq-train", data, "--user-dir", os.path.join(REPO, "fairseq_local"), "--arch", arch,
+                   *shlex.split(args.train_args), "--stop-time-hours", f"{minutes_each / 60:.5f}",
+                   "--max-epoch", "1000", "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "json",
+                   "--log-interval", "50", "--num-workers", "0"]
+            if args.cpu:
+                cmd.append("--cpu")
+            if args.train_dtype == "bf16":
+                cmd.append("--bf16")
+            t = time.time()
+            rc, tail = run.sh(cmd, timeout=60 * minutes_each + 120)
+            rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": round(time.time() - t, 1)}
+            stats = _train_stats(run.log.name, arch)
+            rec.update(stats)
+            ckpt = os.path.join(save, "checkpoint_last.pt")
+            if rc != 0 or not os.path.isfile(ckpt):
+                rec.update(status="failed", error=tail)
+            else:
+                gen = os.path.join(tmp, f"gen_{arch}")
+                rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", data, "--path",
+                                   ckpt, "--out", gen, "--subset", "valid", "--beam", "5"], timeout=max(60, run.left()))
+                score = os.path.join(tmp, f"bleu_{arch}.json")
+                if rc == 0:
+                    rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
+                                       os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.txt"),
+                                       "--tokenize", "none", "--json", score], timeout=120)
+                if rc == 0 and os.path.isfile(score):
+                    with open(score, encoding="utf-8") as f:
+                        rec["valid_bleu"] = json.load(f)
+                    rec["status"] = "ok"
+                else:
+                    rec.update(status="failed", error=tail)
+            report["archs"][arch] = rec
+            run.say(f"train {arch}: {rec['status']}, {rec.get('num_updates')} updates")
+            write_json(path, report)
+    report["status"] = "ok" if all(r["status"] == "ok" for r in report["archs"].values()) else "failed"
+    write_json(path, report)
+    return report
+
+
+def _train_stats(log_path, arch):
+    """Updates, words/s and valid losses of the last fairseq-train in the log (--log-format json)."""
+    with open(log_path, encoding="utf-8") as f:
+        text = f.read()
+    text = text[text.rfind(f"--arch {arch}"):]
+    stats, valid = {}, []
+    for m in re.finditer(r"\| (train|valid) \| (\{.*\})", text):
+        try:
+            d = json.loads(m.group(2))
+        except json.JSONDecodeError:
+            continue
+        if m.group(1) == "train":
+            stats.update(num_updates=int(d.get("train_num_updates", 0)), train_wps=float(d.get("train_wps", 0)),
+                         train_loss=float(d.get("train_loss", "nan")), epochs=int(d.get("epoch", 0)))
+        else:
+            valid.append(float(d.get("valid_loss", "nan")))
+    stats["valid_loss_per_epoch"] = valid
+    return stats
+
+
+def summary(args, bench, train):
+    lines = [f"device={args.device} dtypes={','.join(args.dtypes)} tiny={args.tiny}", ""]
+    if bench:
+        lines.append(f"{'comparison':36} {'dtype':5} {'train A/B':>9} {'goal':>5} {'gen A/B':>8}  status")
+        for r in bench:
+            ratio = f"{r['train_ratio']:9.2f}" if "train_ratio" in r else f"{'-':>9}"
+            goal = f"{r['goal']:5.2f}" if r["goal"] is not None else f"{'-':>5}"
+            gen = f"{r['gen_ratio']:8.2f}" if "gen_ratio" in r else f"{'-':>8}"
+            lines.append(f"{r['name']:36} {r['dtype']:5} {ratio} {goal} {gen}  {r['status']}")
+    if train:
+        lines += ["", f"training ({train.get('minutes_each', '-')} min each): {train.get('status')}"]
+        for arch, r in train.get("archs", {}).items():
+            bleu = r.get("valid_bleu", {})
+            lines.append(f"  {arch:28} updates {r.get('num_updates')} wps {r.get('train_wps')} "
+                         f"valid loss {r.get('valid_loss_per_epoch', [])[-1:]} BLEU {bleu.get('bleu', bleu)}")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "summary.txt.tmp"), "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(os.path.join(args.out, "summary.txt.tmp"), os.path.join(args.out, "summary.txt"))
+    print(text)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.dry_run:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        import fairseq_local  # noqa: F401  (registers our archs)
+
+        plan, bad = [], 0
+        for entry in ENTRIES:
+            if not args.only_re.search(entry["name"]):
+                continue
+            problems = check_entry(entry, args)
+            bad += bool(problems)
+            data = os.path.join(args.data, entry["data"]) if entry.get("data") else None
+            missing = data if data and not os.path.isdir(data) else None
+            if missing:
+                print(f"run_all: note: {entry['name']} needs {missing} (scripts/gpu/prepare_data.sh): "
+                      "skipped in a run without it", file=sys.stderr)
+            plan.append({"name": entry["name"], "problems": problems, "missing_data": missing,
+                         "commands": ["python scripts/bench.py " + " ".join(shlex.quote(a) for a in
+                                                                            bench_argv(entry, d, args))
+                                      for d in args.dtypes]})
+            for c in plan[-1]["commands"]:
+                print(c)
+            for msg in problems:
+                print(f"run_all: error: {entry['name']}: {msg}", file=sys.stderr)
+        os.makedirs(args.out, exist_ok=True)
+        write_json(os.path.join(args.out, "plan.json"), plan)
+        sys.exit(1 if bad else 0)
+    if not args.cpu and not _cuda():
+        sys.exit("run_all: error: no CUDA device (use --cpu --tiny to check the script on CPU)")
+    run = Run(args)
+    run.say(f"run_all {' '.join(sys.argv[1:])}: budget {args.budget_minutes} min")
+    bench = run_bench(run, args) if args.part in ("all", "bench") else []
+    train = run_train(run, args) if args.part in ("all", "train") else None
+    summary(args, bench, train)
+
+
+if __name__ == "__main__":
+    main()

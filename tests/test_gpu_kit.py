@@ -1,0 +1,257 @@
+"""The GPU kit (scripts/gpu/, docs/gpu.md).
+
+CI runs the CPU checks: run_all's dry run (every benchmark command valid), a tiny run of the whole
+pipeline on CPU, and the scripts' one-line errors.  The offline install itself
+(``test_offline_install_*``, marker ``gpu_kit``) needs a Python 3.12 interpreter and downloads a
+foreign torch and the wheelhouse, so it runs only with ``FAIRSEQ_LOCAL_TEST_GPU_KIT=1``:
+
+    FAIRSEQ_LOCAL_TEST_GPU_KIT=1 python -m pytest tests/test_gpu_kit.py -m gpu_kit -n 0
+
+It builds (once, cached in $FAIRSEQ_LOCAL_GPU_KIT_CACHE, default ~/.cache/fairseq_local_gpu_kit) a
+Python 3.12 venv holding what the GPU image holds (torch $FAIRSEQ_LOCAL_GPU_KIT_TORCH, default
+2.11.0, numpy 2, scipy, scikit-learn), builds the wheelhouse, runs bootstrap.sh with the network
+blocked, and trains and decodes with the result.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contract_lib import REPO, make_translation_data
+
+GPU = REPO / "scripts" / "gpu"
+sys.path.insert(0, str(GPU))
+import run_all  # noqa: E402
+
+TINY_TRAIN = ("--optimizer adam --lr 0.001 --max-tokens 200 --encoder-embed-dim 8 --encoder-hidden-size 8 "
+              "--decoder-embed-dim 8 --decoder-hidden-size 8 --attention-dim 8 --max-update 2")
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def sh(*cmd, ok=True, env=None, timeout=600):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env or _env(),
+                          timeout=timeout, cwd=REPO)
+    if ok:
+        assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+# ------------------------------------------------------------------------------------------------
+# run_all (CI)
+# ------------------------------------------------------------------------------------------------
+def test_dry_run_checks_every_benchmark_command(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_all.main([str(tmp_path), "--dry-run", "--data", str(tmp_path / "no_data")])
+    assert e.value.code == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert [p["name"] for p in plan] == [e["name"] for e in run_all.ENTRIES]
+    assert {e["family"] for e in run_all.ENTRIES} == {"mc_rnn", "parallel_cells", "lattice", "gencnn", "dpn_s2s"}
+    for p in plan:
+        assert p["problems"] == [], (p["name"], p["problems"])
+        fp32, bf16 = p["commands"]  # every comparison in both precisions, on cuda
+        assert "--device cuda --dtype fp32" in fp32 and "--device cuda --dtype bf16" in bf16
+    assert [p["name"] for p in plan if p["missing_data"]] == ["lattice_dwl_gating_vs_word"]
+    assert "needs" in capsys.readouterr().err
+
+
+def test_dry_run_names_a_bad_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(run_all, "ENTRIES", [
+        dict(name="typo_arch", family="x", goal=None, args="--arch mc_rnn_iwslt_de_en_33 --baseline lstm"),
+        dict(name="bad_model_option", family="x", goal=None,
+             args="--arch mc_rnn_iwslt_de_en_3 --arch-args '--mc-channelz 3' --baseline lstm"),
+        dict(name="bad_bench_option", family="x", goal=None, args="--arch lstm --baseline lstm --stepz 3"),
+    ])
+    with pytest.raises(SystemExit) as e:
+        run_all.main([str(tmp_path), "--dry-run"])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert "typo_arch: --arch mc_rnn_iwslt_de_en_33: not a registered architecture" in err
+    assert re.search(r"bad_model_option: fairseq rejects --arch mc_rnn_iwslt_de_en_3 --mc-channelz 3: .*"
+                     r"unrecognized arguments: --mc-channelz", err), err
+    assert re.search(r"bad_bench_option: bench.py rejects the command: .*--stepz", err), err
+
+
+def test_run_all_without_cuda_says_so(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    proc = sh(sys.executable, GPU / "run_all.py", tmp_path / "out", ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == ["run_all: error: no CUDA device (use --cpu --tiny to check the "
+                                                "script on CPU)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_all_cpu_tiny_end_to_end(tmp_path):
+    """The whole pipeline on CPU: one benchmark in bf16 (training, generation, --lengths), the
+    time-boxed training, beam-5 decoding and BLEU; OUT holds four flat files (the device tool
+    returns at most eight)."""
+    data, _ = make_translation_data(tmp_path / "data")
+    out = tmp_path / "out"
+    proc = sh("bash", GPU / "run_all.sh", out, "--cpu", "--tiny", "--only", "^mc_rnn3_vs_lstm$", "--dtypes", "bf16",
+              "--budget-minutes", "6", "--train-data", data, "--train-archs", "mc_rnn_iwslt_de_en_3",
+              "--train-args", TINY_TRAIN)
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "run_all.log", "summary.txt", "train.json"]
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["device"] == "cpu" and bench["tiny"] is True
+    (entry,) = bench["entries"]
+    assert entry["name"] == "mc_rnn3_vs_lstm" and entry["status"] == "ok", entry
+    res = entry["result"]
+    assert res["args"]["dtype"] == "bf16" and res["args"]["device"] == "cpu"
+    assert entry["train_ratio"] == res["train_ratio"] > 0
+    assert [s["length"] for s in res["scaling"]] == [6, 8]
+    a, b = res["rows"]
+    assert (a["arch"], b["arch"]) == ("mc_rnn_iwslt_de_en_3", "lstm")
+    assert entry["gen_ratio"] == pytest.approx(a["gen_sent_per_s"] / b["gen_sent_per_s"])
+    assert entry["meets_goal"] == (entry["train_ratio"] >= 0.7)
+    assert "--dtype bf16" in entry["command"]
+    train = json.loads((out / "train.json").read_text())
+    assert train["status"] == "ok", train
+    run = train["archs"]["mc_rnn_iwslt_de_en_3"]
+    assert run["num_updates"] == 2 and run["train_wps"] > 0 and len(run["valid_loss_per_epoch"]) == 1
+    assert 0 <= run["valid_bleu"]["bleu"] <= 100
+    summary = (out / "summary.txt").read_text()
+    assert re.search(r"mc_rnn3_vs_lstm +bf16 +\d+\.\d\d +0\.70 +\d+\.\d\d +ok", summary), summary
+    assert "mc_rnn_iwslt_de_en_3" in summary and "updates 2" in summary
+    log = (out / "run_all.log").read_text()
+    assert "scripts/bench.py" in log and "fairseq-train" in log and "generate.sh" in log
+    assert "out of time" not in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# one-line errors (CI)
+# ------------------------------------------------------------------------------------------------
+def _one_error(proc, text):
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0], proc.stderr
+
+
+def test_bootstrap_errors(tmp_path):
+    _one_error(sh("bash", GPU / "bootstrap.sh", ok=False), "usage: bootstrap.sh TARGET")
+    _one_error(sh("bash", GPU / "bootstrap.sh", tmp_path / "t", "--wheels", tmp_path / "none", ok=False),
+               f"--wheels '{tmp_path / 'none'}' does not exist")
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    (wheels / "MANIFEST.txt").write_text("fairseq_fixed-0.12.3.1-cp312-cp312-manylinux_2_28_x86_64.whl\n")
+    no_torch = shutil.which("false")
+    _one_error(sh("bash", GPU / "bootstrap.sh", tmp_path / "t", "--wheels", wheels, "--python", no_torch, ok=False),
+               "cannot import torch")
+    _one_error(sh("bash", GPU / "bootstrap.sh", tmp_path / "t", "--wheels", wheels, "--python", sys.executable,
+                  ok=False), "fairseq_fixed-0.12.3.1-cp312-cp312-manylinux_2_28_x86_64.whl' does not exist")
+    assert not (tmp_path / "t" / "site").exists()
+
+
+def test_wheelhouse_and_run_all_option_errors(tmp_path):
+    _one_error(sh("bash", GPU / "wheelhouse.sh", "--max-mib", "lots", ok=False), "--max-mib must be a positive")
+    _one_error(sh("bash", GPU / "wheelhouse.sh", "--python-version", "312", ok=False), "must look like 3.12")
+    _one_error(sh("bash", GPU / "prepare_data.sh", "--shared", tmp_path, ok=False),
+               f"corpus file '{tmp_path}/multi30k-de-en/train.de' does not exist")
+    proc = sh(sys.executable, GPU / "run_all.py", tmp_path, "--dtypes", "fp8", ok=False)
+    assert proc.returncode == 2 and "--dtypes: expected a comma list of fp32, bf16, fp16, got fp8" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# the offline install on Python 3.12 with a torch that is not ours (opt-in: downloads ~3 GB once)
+# ------------------------------------------------------------------------------------------------
+def _python312():
+    found = os.environ.get("FAIRSEQ_LOCAL_PYTHON312") or shutil.which("python3.12")
+    if not found and shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        cands = sorted(Path(root, "versions").glob("3.12*/bin/python3.12"))
+        found = str(cands[-1]) if cands else None
+    return found
+
+
+@pytest.fixture(scope="module")
+def image_python():
+    """A Python 3.12 venv with what the GPU image has: torch (not ours), numpy 2, scipy, scikit-learn."""
+    if os.environ.get("FAIRSEQ_LOCAL_TEST_GPU_KIT") != "1":
+        pytest.skip("set FAIRSEQ_LOCAL_TEST_GPU_KIT=1 to build a Python 3.12 venv and test the offline install")
+    py312 = _python312()
+    if not py312:
+        pytest.skip("no Python 3.12 interpreter (set FAIRSEQ_LOCAL_PYTHON312)")
+    cache = Path(os.environ.get("FAIRSEQ_LOCAL_GPU_KIT_CACHE", Path.home() / ".cache" / "fairseq_local_gpu_kit"))
+    torch_spec = "torch==" + os.environ.get("FAIRSEQ_LOCAL_GPU_KIT_TORCH", "2.11.0")
+    image = cache / "image"
+    py = image / "bin" / "python"
+    probe = [str(py), "-c", "import torch, numpy, scipy, sklearn; assert numpy.__version__ >= '2'; "
+                            "print(torch.__version__)"]
+    if not py.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
+        shutil.rmtree(image, ignore_errors=True)
+        sh(py312, "-m", "venv", image)
+        sh(py, "-m", "pip", "install", "-q", torch_spec, "numpy>=2", "scipy", "scikit-learn", timeout=3600)
+    return py
+
+
+@pytest.mark.gpu_kit
+def test_offline_install_on_python312_with_foreign_torch(image_python, tmp_path):
+    probe = "import sys, torch, numpy; print(sys.version.split()[0], torch.__version__, numpy.__version__)"
+    pyver, torch_version, numpy_version = sh(image_python, "-c", probe).stdout.split()
+    assert pyver.startswith("3.12.")
+    wheels = tmp_path / "wheels"
+    sh("bash", GPU / "wheelhouse.sh", "--dest", wheels, timeout=1200)
+    manifest = (wheels / "MANIFEST.txt").read_text().split()
+    assert any(w.startswith("fairseq_fixed-0.12.3.1-cp312-cp312-manylinux") for w in manifest)
+    assert not [w for w in manifest if re.match(r"(torch|torchaudio|numpy|nvidia)[-_]", w)]
+    assert sum(f.stat().st_size for f in wheels.iterdir()) < 40 * 2**20
+
+    # offline: no index, every proxy pointing at a closed port, this machine's pip settings still set
+    blocked = dict(_env(), PIP_NO_INDEX="1", http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
+                   HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
+                   PIP_FIND_LINKS=str(tmp_path / "elsewhere"), PIP_EXTRA_INDEX_URL="http://127.0.0.1:9/simple")
+    target = tmp_path / "fl"
+    sh("bash", GPU / "bootstrap.sh", target, "--wheels", wheels, "--python", image_python, env=blocked)
+    pip_log = (target / "pip.log").read_text()
+    assert "Downloading" not in pip_log and "http" not in pip_log.lower()
+    processed = re.findall(r"Processing (\S+\.whl)", pip_log)
+    assert processed and all(Path(p).resolve().parent == wheels.resolve() for p in processed)
+    check = json.loads((target / "check.json").read_text())
+    assert (check["python"], check["torch"], check["numpy"]) == (pyver, torch_version, numpy_version)  # kept
+    assert check["fairseq"] == "0.12.3.1" and check["fairseq_path"].startswith(str(target))
+    assert all(check["extensions"][m] == "ok" for m in run_all_required())
+    assert check["model"]["arch"] == "mc_rnn_iwslt_de_en_3" and check["model"]["loss"] > 0
+    again = sh("bash", GPU / "bootstrap.sh", target, "--wheels", wheels, "--python", image_python, "--no-check",
+               env=blocked)
+    assert "reusing" in again.stderr
+
+    # train (bf16 on CPU), decode and score with the installed kit alone
+    env = dict(blocked, PYTHONPATH=f"{target / 'site'}:{REPO}", PATH=f"{target / 'site' / 'bin'}:{blocked['PATH']}")
+    raw = tmp_path / "raw"
+    sh("python", "-c", f"""
+from pathlib import Path
+from fairseq_local.data.synthetic import SyntheticTranslationCorpus
+raw = Path({str(raw)!r}); raw.mkdir()
+c = SyntheticTranslationCorpus(seed=0, max_len=9)
+for split, n in (("train", 48), ("valid", 8)):
+    pairs = c.sample(n)
+    (raw / f"{{split}}.src").write_text("".join(s + "\\n" for s, _ in pairs))
+    (raw / f"{{split}}.tgt").write_text("".join(t + "\\n" for _, t in pairs))
+""", env=env)
+    sh("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", raw / "train",
+       "--validpref", raw / "valid", "--destdir", tmp_path / "bin", "--workers", "1", env=env)
+    proc = sh("fairseq-train", tmp_path / "bin", "--user-dir", REPO / "fairseq_local", "--arch", "mc_rnn_iwslt_de_en_3",
+              *TINY_TRAIN.split(), "--cpu", "--bf16", "--save-dir", tmp_path / "ckpt", "--log-format", "json", env=env)
+    assert '"train_num_updates": "2"' in proc.stdout + proc.stderr
+    gen = sh("fairseq-generate", tmp_path / "bin", "--user-dir", REPO / "fairseq_local", "--path",
+             tmp_path / "ckpt" / "checkpoint_last.pt", "--gen-subset", "valid", "--beam", "5", "--cpu", env=env)
+    assert len(re.findall(r"^H-\d+", gen.stdout, re.M)) == 8 and "BLEU4" in gen.stdout
+    sh("bash", GPU / "run_all.sh", tmp_path / "plan", "--dry-run", env=env)
+
+
+def run_all_required():
+    sys.path.insert(0, str(GPU))
+    import check_install
+
+    return check_install.REQUIRED_EXTENSIONS
