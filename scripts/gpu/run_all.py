@@ -44,35 +44,37 @@ ENTRIES = [
     # name, family, issue goal (train ratio A/B), bench arguments
     dict(name="mc_rnn3_vs_lstm", family="mc_rnn", goal=0.7,
          args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --lengths 10,20,40,80"),
-    dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,
-         args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --vocab 25000"),
-    dict(name="parallel_lm648_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0, lm=True,
+    dict(name="parallel_lm648_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0,
          args=f"--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 {_LM648} --dropout 0.1' "
               f"--baseline lstm_lm --baseline-args '{_LM648} --decoder-out-embed-dim 648 --dropout 0.1' "
               "--vocab 10000 --tgt-len 35"),
-    dict(name="parallel_lm1950_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0, lm=True,
+    dict(name="parallel_mt510_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=510)}' "
+              f"--baseline lstm --baseline-args '{_MT.format(d=510)} --decoder-out-embed-dim 510' --lengths 10,20,40,80"),
+    dict(name="lattice_dwl_gating_vs_word", family="lattice", goal=0.67, data="lattice",
+         args="--arch lattice_dwl_gating --baseline rnnsearch_zh_word --task lattice_translation --subset train"),
+    dict(name="gencnn_vs_fconv_lm", family="gencnn", goal=1.0,
+         args="--task language_modeling --arch gencnn_paper --baseline fconv_lm --baseline-args "
+              "'--decoder-embed-dim 400 --decoder-layers [(400,3)]*4 --decoder-out-embed-dim 400' --tgt-len 50 "
+              "--no-generate --lengths 25,50,100"),
+    dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9,
+         args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
+
+    # secondary comparisons (other sizes and baselines): run after every family's main one
+    dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,
+         args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --vocab 25000"),
+    dict(name="parallel_mt1026_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=1026)}' "
+              f"--baseline lstm --baseline-args '{_MT.format(d=1026)} --decoder-out-embed-dim 1026'"),
+    dict(name="parallel_lm1950_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0,
          args="--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 --decoder-hidden-size 1950 "
               "--decoder-embed-dim 1950 --decoder-layers 2 --dropout 0.65' --baseline lstm_lm --baseline-args "
               "'--decoder-hidden-size 1950 --decoder-embed-dim 1950 --decoder-out-embed-dim 1950 --decoder-layers 2 "
               "--dropout 0.65' --vocab 10000 --tgt-len 35 --no-generate"),
-    dict(name="parallel_mt510_wide3_vs_lstm", family="parallel_cells", goal=1.0,
-         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=510)}' "
-              f"--baseline lstm --baseline-args '{_MT.format(d=510)} --decoder-out-embed-dim 510' --lengths 10,20,40,80"),
-    dict(name="parallel_mt1026_wide3_vs_lstm", family="parallel_cells", goal=1.0,
-         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=1026)}' "
-              f"--baseline lstm --baseline-args '{_MT.format(d=1026)} --decoder-out-embed-dim 1026'"),
-    dict(name="lattice_dwl_gating_vs_word", family="lattice", goal=0.67, data="lattice",
-         args="--arch lattice_dwl_gating --baseline rnnsearch_zh_word --task lattice_translation --subset train"),
-    dict(name="gencnn_vs_fconv_lm", family="gencnn", goal=1.0, lm=True,
-         args="--task language_modeling --arch gencnn_paper --baseline fconv_lm --baseline-args "
-              "'--decoder-embed-dim 400 --decoder-layers [(400,3)]*4 --decoder-out-embed-dim 400' --tgt-len 50 "
-              "--no-generate --lengths 25,50,100"),
-    dict(name="gencnn_vs_lstm_lm", family="gencnn", goal=None, lm=True,
+    dict(name="gencnn_vs_lstm_lm", family="gencnn", goal=None,
          args="--task language_modeling --arch gencnn_paper --baseline lstm_lm --baseline-args "
               "'--decoder-embed-dim 400 --decoder-hidden-size 400 --decoder-out-embed-dim 400' --tgt-len 50 "
               "--gen-len 40"),
-    dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9,
-         args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
 ]
 
 # batch sizes and step counts: GPU-sized on cuda; --tiny: the least that exercises every code path
@@ -88,8 +90,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="output folder (created)")
     p.add_argument("--part", choices=["all", "bench", "train"], default="all")
-    p.add_argument("--budget-minutes", type=float, default=9.3,
-                   help="wall time of the whole call (default 9.3: one 10-minute device call)")
+    p.add_argument("--budget-minutes", type=float, default=8.5,
+                   help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it)")
     p.add_argument("--bench-share", type=float, default=None,
                    help="fraction of the budget for benchmarks with --part all (default 0.6)")
     p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16")

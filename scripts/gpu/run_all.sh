@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU benchmark set, then one time-boxed paper-scale training run, as JSON under OUT.
 #
-# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train] [--budget-minutes 9.3] [--dtypes fp32,bf16]
+# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train] [--budget-minutes 8.5] [--dtypes fp32,bf16]
 #                               [--only REGEX] [--data DIR] [--train-archs "A B"] [--train-dtype fp32|bf16]
 #                               [--cpu --tiny] [--dry-run]
 # On a GPU box, after scripts/gpu/bootstrap.sh TARGET and `source TARGET/env.sh` (docs/gpu.md).
@@ -10,7 +10,7 @@
 # --lengths scaling; training: mc_rnn_iwslt_de_en_3 and rnnsearch_iwslt_de_en on the Multi30k of
 # scripts/gpu/prepare_data.sh for the minutes left, then valid BLEU (beam 5).  Writes OUT/bench.json,
 # OUT/train.json, OUT/summary.txt and OUT/run_all.log, rewritten after every step, and stops
-# starting new work when --budget-minutes (default 9.3: one 10-minute device call) runs out.
+# starting new work when --budget-minutes (default 8.5: one 10-minute device call, bootstrap included) runs out.
 # --dry-run checks every command without running it; --cpu --tiny runs everything on CPU with tiny
 # batches (what the tests do).  Details: python scripts/gpu/run_all.py --help.
 set -euo pipefail
