@@ -177,7 +177,9 @@ def test_gradients_reach_every_parameter(space):
 @pytest.mark.parametrize("kwargs,option", [({"channels": 0}, "--mc-channels"), ({"channels": -2}, "--mc-channels"),
                                            ({"cell": "lstn"}, "--cell"), ({"cell_memory": "avg"}, "--mc-cell-memory"),
                                            ({"dropconnect": 1.0}, "--weight-dropout"),
-                                           ({"weight_space": "gate"}, "--mc-weight-space")])
+                                           ({"weight_space": "gate"}, "--mc-weight-space"),
+                                           ({"block_init": "eye"}, "--mc-block-init"),
+                                           ({"init_state": "last"}, "--mc-init-state")])
 def test_impossible_options_name_the_option(kwargs, option):
     args = dict(input_size=3, hidden_size=4, channels=2)
     args.update(kwargs)
@@ -203,3 +205,51 @@ def test_lm_decoder_with_mc_layers_carries_bptt_state():
     carry = BPTTState()  # m_t^k keeps counting across windows: positions live in the state
     parts = [dec(toks[:, a:b], bptt_state=carry)[0] for a, b in ((0, 4), (4, 5), (5, 9))]
     torch.testing.assert_close(torch.cat(parts, 1), full)
+
+
+@pytest.mark.parametrize("space", ["hidden", "gates"])
+def test_init_state_all_fills_every_lag_slot_with_h0(space):
+    """``init_state="all"``: h_{0}, h_{-1}, ... are all h0, so with identity W_j every channel's
+    first temporal input is h0 whatever m_1^k; ``"first"`` averages h0 with zeros (Eq. 2)."""
+    H, K = 4, 3
+    layers = {mode: _randomise(MultiChannelRNNLayer(3, H, K, weight_space=space, init_state=mode).to(DT))
+              for mode in ("first", "all")}
+    h0 = torch.rand(2, H, dtype=DT)
+    full = layers["all"].state_from_hidden(h0)[0]
+    first = layers["first"].state_from_hidden(h0)[0]
+    assert torch.equal(full, h0[:, None, None, :].expand(2, K, K, H))
+    assert torch.equal(first[:, :, 0], h0[:, None, :].expand(2, K, H))
+    assert not bool(first[:, :, 1:].any())
+    x = torch.rand(1, 2, 3, dtype=DT)
+    layers["first"].load_state_dict(layers["all"].state_dict())
+    out_all, _ = layers["all"](x, layers["all"].state_from_hidden(h0))
+    out_first, _ = layers["first"](x, layers["first"].state_from_hidden(h0))
+    assert not torch.allclose(out_all, out_first)  # m_1^k > 1 for two of the three channels
+
+
+def test_block_init_identity_or_uniform():
+    eye = MultiChannelRNNLayer(3, 4, 2).block_weight
+    assert torch.equal(eye, torch.eye(4).repeat(2, 1, 1))
+    uni = MultiChannelRNNLayer(3, 4, 2, block_init="uniform", init_scale=0.1).block_weight
+    assert uni.abs().max() <= 0.1 and not torch.equal(uni, eye) and uni.std() > 0
+
+
+@pytest.mark.parametrize("sides,enc_mc,dec_mc", [("both", True, True), ("encoder", True, False),
+                                                 ("decoder", False, True)])
+def test_mc_sides_puts_mc_layers_where_asked(sides, enc_mc, dec_mc):
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
+
+    d = Dictionary()
+    args = SimpleNamespace(mc_sides=sides, encoder_embed_dim=8, decoder_embed_dim=8, encoder_hidden_size=8,
+                           decoder_hidden_size=8)
+    ARCH_CONFIG_REGISTRY["mc_rnn_iwslt_de_en_3"](args)
+    model = ARCH_MODEL_REGISTRY["mc_rnn_iwslt_de_en_3"].build_model(args, SimpleNamespace(
+        source_dictionary=d, target_dictionary=d))
+    kind = {True: MultiChannelRNNLayer, False: TorchRNNLayer}
+    assert all(isinstance(l, kind[enc_mc]) for l in list(model.encoder.layers) + list(model.encoder.backward_layers))
+    assert all(isinstance(l, kind[dec_mc]) for l in model.decoder.layers)

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from fairseq.models import register_model, register_model_architecture
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel, rnnsearch_gigaword, rnnsearch_iwslt_de_en
-from fairseq_local.modules.multi_channel_rnn import CELL_MEMORY, WEIGHT_SPACES, MultiChannelRNNLayer
+from fairseq_local.modules.multi_channel_rnn import (
+    BLOCK_INITS,
+    CELL_MEMORY,
+    INIT_STATES,
+    WEIGHT_SPACES,
+    MultiChannelRNNLayer,
+)
+from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import fill_defaults, set_defaults
 
 
@@ -32,6 +39,17 @@ class MCRNNConfig(RNNSearchConfig):
     mc_weight_space: str = field(default="hidden", metadata={
         "help": "W_j of Eq. 2: 'hidden' (H x H, then the cell's W_hh; literal, fewer multiply-adds) or "
                 "'gates' (learned in the cell's gate space, no W_hh; matches the paper's IWSLT14 parameter counts)"})
+    mc_block_init: str = field(default="identity", metadata={
+        "help": "initial W_j in --mc-weight-space hidden: 'identity' (s starts as the block mean) or 'uniform'"})
+    mc_init_state: str = field(default="first", metadata={
+        "help": "decoder state from the encoder: h0 in the newest lag slot only ('first', older slots zero) "
+                "or in every lag slot ('all')"})
+    mc_sides: str = field(default="both", metadata={
+        "help": "where the MC-RNN layers are: 'both', 'encoder' or 'decoder' (the other side gets standard "
+                "torch.nn layers of the same cell; an ablation)"})
+
+
+MC_SIDES = ("both", "encoder", "decoder")
 
 
 def check_mc_options(cfg):
@@ -42,6 +60,11 @@ def check_mc_options(cfg):
         raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cfg.mc_cell_memory!r})")
     if cfg.mc_weight_space not in WEIGHT_SPACES:
         raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {cfg.mc_weight_space!r})")
+    for option, value, choices in (("--mc-block-init", getattr(cfg, "mc_block_init", "identity"), BLOCK_INITS),
+                                   ("--mc-init-state", getattr(cfg, "mc_init_state", "first"), INIT_STATES),
+                                   ("--mc-sides", getattr(cfg, "mc_sides", "both"), MC_SIDES)):
+        if value not in choices:
+            raise ValueError(f"{option} must be one of {', '.join(choices)} (got {value!r})")
 
 
 @register_model("mc_rnn", dataclass=MCRNNConfig)
@@ -55,9 +78,14 @@ class MCRNNModel(RNNSearchModel):
 
     @classmethod
     def build_layer_factory(cls, cfg, side: str):
+        if getattr(cfg, "mc_sides", "both") not in ("both", side):
+            return lambda i, input_size, hidden_size: TorchRNNLayer(cfg.cell, input_size, hidden_size)
+
         def factory(i, input_size, hidden_size):
             return MultiChannelRNNLayer(input_size, hidden_size, cfg.mc_channels, cell=cfg.cell,
-                                        cell_memory=cfg.mc_cell_memory, weight_space=cfg.mc_weight_space)
+                                        cell_memory=cfg.mc_cell_memory, weight_space=cfg.mc_weight_space,
+                                        block_init=getattr(cfg, "mc_block_init", "identity"),
+                                        init_state=getattr(cfg, "mc_init_state", "first"))
 
         return factory
 

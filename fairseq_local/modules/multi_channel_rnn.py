@@ -56,6 +56,8 @@ from torch import Tensor
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 CELL_MEMORY = ("chain", "block_mean")
 WEIGHT_SPACES = ("hidden", "gates")
+BLOCK_INITS = ("identity", "uniform")
+INIT_STATES = ("first", "all")
 
 
 def channel_in_degree(positions: Tensor, channels: int) -> Tensor:
@@ -77,7 +79,7 @@ class MultiChannelRNNLayer(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, channels: int, cell: str = "lstm",
                  cell_memory: str = "chain", dropconnect: float = 0.0, init_scale: float = 0.1,
-                 weight_space: str = "hidden"):
+                 weight_space: str = "hidden", block_init: str = "identity", init_state: str = "first"):
         super().__init__()
         if not isinstance(channels, int) or channels < 1:
             raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
@@ -87,12 +89,16 @@ class MultiChannelRNNLayer(nn.Module):
             raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cell_memory!r})")
         if weight_space not in WEIGHT_SPACES:
             raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {weight_space!r})")
+        if block_init not in BLOCK_INITS:
+            raise ValueError(f"--mc-block-init must be one of {', '.join(BLOCK_INITS)} (got {block_init!r})")
+        if init_state not in INIT_STATES:
+            raise ValueError(f"--mc-init-state must be one of {', '.join(INIT_STATES)} (got {init_state!r})")
         if not 0.0 <= dropconnect < 1.0:
             raise ValueError(f"--weight-dropout must be in [0, 1) (got {dropconnect})")
         self.input_size, self.hidden_size, self.channels = input_size, hidden_size, channels
         self.lags = channels  # n - 1
         self.cell, self.cell_memory, self.dropconnect = cell, cell_memory, dropconnect
-        self.weight_space = weight_space
+        self.weight_space, self.block_init, self.init_state = weight_space, block_init, init_state
         G, H = CELL_GATES[cell], hidden_size
         u = lambda *shape: nn.Parameter(torch.empty(*shape).uniform_(-init_scale, init_scale))  # noqa: E731
         self.weight_ih, self.bias_ih = u(G * H, input_size), u(G * H)
@@ -100,7 +106,8 @@ class MultiChannelRNNLayer(nn.Module):
         if weight_space == "hidden":
             self.weight_hh = u(G * H, H)
             # W_j, j = 1..n-1; identity init: at start s is the block mean of the previous states
-            self.block_weight = nn.Parameter(torch.eye(H).repeat(self.lags, 1, 1))
+            self.block_weight = (nn.Parameter(torch.eye(H).repeat(self.lags, 1, 1)) if block_init == "identity"
+                                 else u(self.lags, H, H))
         else:  # W_j in the cell's gate space (W_hh W_j folded and learned directly)
             self.register_parameter("weight_hh", None)
             self.block_weight = u(self.lags, G * H, H)
@@ -123,9 +130,15 @@ class MultiChannelRNNLayer(nn.Module):
         return hist, pos
 
     def state_from_hidden(self, h0: Tensor) -> Tuple[Tensor, ...]:
-        """Decoder initialisation: every channel's h_0 is ``h0`` (older slots and cells zero)."""
+        """Decoder initialisation: every channel's h_0 is ``h0``; with ``init_state="first"`` the
+        older lag slots h_{-1}, h_{-2}, ... are zero (Eq. 2's h_t = 0 for t <= 0, so a block that
+        reaches back past the start averages h0 with zeros), with ``"all"`` they are ``h0`` too.
+        Memory cells start at zero."""
         state = self.zero_state(h0.size(0), h0)
-        state[0][:, :, 0] = h0.unsqueeze(1)
+        if self.init_state == "all":
+            state[0][:] = h0[:, None, None, :]
+        else:
+            state[0][:, :, 0] = h0.unsqueeze(1)
         return state
 
     def reorder_state(self, state, new_order: Tensor):
@@ -236,4 +249,4 @@ class MultiChannelRNNLayer(nn.Module):
     def extra_repr(self):
         return (f"input_size={self.input_size}, hidden_size={self.hidden_size}, channels={self.channels}, "
                 f"cell={self.cell}, cell_memory={self.cell_memory}, weight_space={self.weight_space}, "
-                f"dropconnect={self.dropconnect}")
+                f"block_init={self.block_init}, init_state={self.init_state}, dropconnect={self.dropconnect}")
