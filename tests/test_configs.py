@@ -32,6 +32,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+import fairseq_local  # noqa: F401  (the safe-loading allow-list for checkpoints)
 from contract_lib import REPO, USER_DIR, hydra_train
 from real_data import RealData
 

@@ -306,3 +306,52 @@ def test_alignment_flows_are_distributions_over_real_source_tokens():
             assert a.shape == (3, tgt.size(1), src.size(1))
             assert torch.allclose(a.sum(-1), torch.ones_like(a.sum(-1)))
             assert a[0, :, :3].abs().max() == 0  # padded source positions get no attention
+
+
+# ------------------------------------------------------------------------------------------ alignment
+@pytest.mark.parametrize("m", [9, 1, 5, 6])
+def test_alignment_is_the_mean_of_the_last_layer_flows(m):
+    """extra["attn"] (what fairseq's --print-alignment / --replace-unk read) is the mean of the last
+    decoder layer's decoder->encoder distributions over the flows the model has, in the full
+    forward and step by step."""
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, tgt = batch(seed=3)
+    _, extra = model(src, lengths, tgt)
+    flows = extra["flows"]
+    expected = torch.stack([layers[-1] for layers in flows.values()]).mean(0)
+    torch.testing.assert_close(extra["attn"][0], expected, rtol=0, atol=0)
+    assert torch.allclose(expected.sum(-1), torch.ones_like(expected.sum(-1)))
+    assert expected[0, :, :3].abs().max() == 0
+    enc = model.encoder(src, lengths)
+    state, steps = {}, []
+    for t in range(tgt.size(1)):
+        steps.append(model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[1]["attn"][0])
+    # fairseq's multi-head attention takes its softmax in float32, hence 1e-6
+    torch.testing.assert_close(torch.cat(steps, 1), extra["attn"][0], rtol=0, atol=1e-6)
+
+
+def test_generate_print_alignment(tmp_path):
+    """fairseq-generate --print-alignment prints an A- line for every DPN hypothesis, with source
+    and target indices inside the sentence pair."""
+    from contract_lib import REPO, console_script, make_translation_data, run_cmd
+
+    data, lang_args = make_translation_data(tmp_path / "data", n_train=24, n_valid=6)
+    user_dir = str(REPO / "fairseq_local")
+    tiny = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    run_cmd([console_script("fairseq-train"), data, "--user-dir", user_dir, "--arch", "dpn_s2s_m9", *tiny,
+             *lang_args, "--cpu", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "200",
+             "--max-update", "2", "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints",
+             "--disable-validation", "--seed", "1"])
+    proc = run_cmd([console_script("fairseq-generate"), data, "--user-dir", user_dir, *lang_args,
+                    "--path", tmp_path / "ckpt" / "checkpoint_last.pt", "--cpu", "--gen-subset", "valid",
+                    "--beam", "3", "--max-len-b", "12", "--batch-size", "6", "--print-alignment"])
+    lines = proc.stdout.splitlines()
+    src_len = {l.split("\t")[0][2:]: len(l.split("\t")[1].split()) for l in lines if l.startswith("S-")}
+    hyp_len = {l.split("\t")[0][2:]: len(l.split("\t")[2].split()) for l in lines if l.startswith("H-")}
+    aligns = {l.split("\t")[0][2:]: l.split("\t")[1].split() for l in lines if l.startswith("A-")}
+    assert hyp_len and set(aligns) == set(hyp_len), f"A- lines for {sorted(aligns)}, H- for {sorted(hyp_len)}"
+    for sid, pairs in aligns.items():
+        assert pairs, f"sentence {sid}: empty alignment"
+        for pair in pairs:
+            i, j = map(int, pair.split("-"))
+            assert 0 <= i < src_len[sid] and 0 <= j <= hyp_len[sid], (sid, pair)

@@ -210,7 +210,12 @@ class DPNDecoder(FairseqIncrementalDecoder):
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, return_all_attn=False,
                          **kwargs):
         """Returns B x T x d features z^o and ``extra`` with ``flows`` = {"cc", "ca", "ac", "aa": [per-layer
-        B x T x S alignments]} (decoder path first, encoder path second) and ``output_gate`` (B x T x 1)."""
+        B x T x S alignments]} (decoder path first, encoder path second), ``output_gate`` (B x T x 1) and
+        ``attn`` = [B x T x S]: the alignment fairseq uses (``fairseq-generate --print-alignment``,
+        ``--replace-unk``): the mean of the last decoder layer's decoder-to-encoder attention
+        distributions (softmax(q k^T) of Eq. 4, head-averaged for the SAN path) over every flow the
+        model has (four in the full model, fewer in the M1-M9 ablations); a distribution over the
+        source positions, whatever paths are present."""
         x = self.embed(prev_output_tokens, incremental_state)  # T x B x d
         padding_mask = encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None
         if padding_mask is not None and not padding_mask.any():
@@ -230,7 +235,7 @@ class DPNDecoder(FairseqIncrementalDecoder):
             outs.append(zc)
         if self.san is not None:
             mask = self.buffered_future_mask(x) if incremental_state is None else None
-            za, attns = self.san(x, mask, None, memory, padding_mask, incremental_state, need_attn=return_all_attn)
+            za, attns = self.san(x, mask, None, memory, padding_mask, incremental_state, need_attn=True)
             for layer in attns:
                 for p, a in layer.items():
                     flows.setdefault("a" + p, []).append(a)
@@ -241,7 +246,9 @@ class DPNDecoder(FairseqIncrementalDecoder):
         else:
             z = outs[0]
         z = self.dropout_module(z.transpose(0, 1))
-        extra = {"attn": [None], "flows": flows,
+        last = [layers[-1] for layers in flows.values() if layers and layers[-1] is not None]
+        align = torch.stack(last).mean(0) if last else None
+        extra = {"attn": [align], "flows": flows,
                  "output_gate": None if gate is None else gate.transpose(0, 1)}
         return z, extra
 

@@ -77,7 +77,7 @@ for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_c
   ckpt=$WORK/ckpt/$kind
   if [ "${SCORE_ONLY:-0}" != 1 ]; then
     nice -n 10 fairseq-train "$WORK/bin/$kind" --user-dir "$USER_DIR" --task lattice_translation \
-        --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --batch-size 80 \
+        --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --sentence-avg --batch-size 80 \
         --max-source-positions 70 --max-target-positions 50 --skip-invalid-size-inputs-valid-test \
         "${BUDGET[@]}" --save-dir "$ckpt" --no-epoch-checkpoints \
         --log-format simple --log-interval 50 --num-workers 0 --cpu "${SMALL_CLI[@]}" ${EXTRA_TRAIN_ARGS:-} \
