@@ -232,6 +232,7 @@ class Run:
             out, rc = proc.stdout, proc.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out += f"\nrun_all: timed out after {timeout:.0f} s\n"
             rc = None
         self.log.write(out)
         self.log.flush()
@@ -323,7 +324,8 @@ def run_train(run, args):
             else:
                 gen = os.path.join(tmp, f"gen_{arch}")
                 rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", data, "--path",
-                                   ckpt, "--out", gen, "--subset", "valid", "--beam", "5"], timeout=max(60, run.left()))
+                                   ckpt, "--out", gen, "--subset", "valid", "--beam", "5"],
+                                  timeout=max(90, run.left() + 45))  # may use the budget's slack
                 score = os.path.join(tmp, f"bleu_{arch}.json")
                 if rc == 0:
                     rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
@@ -375,9 +377,10 @@ def summary(args, bench, train):
     if train:
         lines += ["", f"training ({train.get('minutes_each', '-')} min each): {train.get('status')}"]
         for arch, r in train.get("archs", {}).items():
-            bleu = r.get("valid_bleu", {})
-            lines.append(f"  {arch:28} updates {r.get('num_updates')} wps {r.get('train_wps')} "
-                         f"valid loss {r.get('valid_loss_per_epoch', [])[-1:]} BLEU {bleu.get('bleu', bleu)}")
+            bleu = r.get("valid_bleu", {}).get("bleu", "-")
+            last = r.get("valid_loss_per_epoch") or ["-"]
+            lines.append(f"  {arch:28} {r['status']:6} updates {r.get('num_updates')} words/s {r.get('train_wps')} "
+                         f"valid loss {last[-1]} BLEU {bleu}")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.txt.tmp"), "w", encoding="utf-8") as f:
         f.write(text)
