@@ -17,7 +17,7 @@ and records:
   channel attention, the rest) every ``--eval-every`` updates;
 * the mean entropy of the channel weights alpha (Eq. 5) on the held-out pairs, divided by log k:
   1 when alpha is uniform, 0 when one channel takes all the weight;
-* the gradient *path length* profile of the trained first encoder layer: the norm of
+* the gradient *path length* profile of the first encoder layer, at initialisation and trained: the norm of
   d h_T / d x_t (summed over the batch) as a function of the distance T - t (Section 5.2 argues
   that MC-RNN's block averaging shortens gradient paths; this measures it).
 
@@ -243,6 +243,7 @@ def run_system(name, arch, overrides, opts, src_dict, tgt_dict, train_batches, v
         copy_shared_init(model, reference)
     optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
     pad = tgt_dict.pad()
+    profile_at_init = path_length_profile(model, valid_batches)
     torch.manual_seed(opts.seed)  # the same dropout masks for every system of the same shape
     curve, evals = [], []
     for update in range(1, opts.updates + 1):
@@ -267,6 +268,7 @@ def run_system(name, arch, overrides, opts, src_dict, tgt_dict, train_batches, v
         "train_nll_bits": curve, "evals": evals,
         "final_valid_nll_bits": evals[-1]["valid_nll_bits"],
         "path_length_profile": path_length_profile(model, valid_batches),
+        "path_length_profile_at_init": profile_at_init,
     }
 
 
