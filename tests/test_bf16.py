@@ -40,7 +40,7 @@ def _argv(model_name, data_cache, tmp_path, extra=()):
 
 def test_bf16_flag_no_longer_implies_a_tpu(data_cache, tmp_path):
     """fairseq turns --bf16 into --tpu; without torch_xla the plugin clears it in every group."""
-    from fairseq_local.patches.bf16_without_xla import clear_implied_tpu
+    from fairseq_local.patches.precision import clear_implied_tpu
 
     _, _, _, argv = _argv("rnnsearch", data_cache, tmp_path, ["--bf16"])
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
@@ -134,6 +134,21 @@ def test_incremental_equals_full_in_bf16(model_name, data_cache, tmp_path):
         full2, inc2 = decoder_outputs(model, spec, sample16, order=order)
         diff2 = (full2.index_select(0, order).float() - inc2.float()).abs().max().item()
         assert diff2 <= tol, f"after a beam reorder, incremental != full in bf16: max diff {diff2:.3g}"
+
+
+def test_fp16_without_cuda_is_one_line(data_cache, tmp_path):
+    """fairseq-train --fp16 --cpu: one line naming the option (fairseq: a CUDA traceback)."""
+    import subprocess
+
+    import contract_lib
+
+    _, _, _, argv = _argv("rnnsearch", data_cache, tmp_path, ["--fp16"])
+    proc = subprocess.run([contract_lib.console_script("fairseq-train"), *argv], capture_output=True, text=True,
+                          env=dict(__import__("os").environ, OMP_NUM_THREADS="1"), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == "fairseq-train: error: --fp16 needs a CUDA device (--cpu): use --bf16 on CPU"
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "checkpoint_last.pt").exists()
 
 
 def test_bench_bf16_runs_under_autocast_on_cpu():

@@ -1,4 +1,4 @@
-"""``--bf16`` trains in bfloat16 on GPUs and CPUs, not only on TPUs.
+"""Precision options on CPUs and GPUs: ``--bf16`` without a TPU, ``--fp16`` only with CUDA.
 
 ``fairseq.options.parse_args_and_arch`` turns every ``--bf16`` into ``--tpu`` (a leftover of the
 TPU-only bf16 of fairseq 0.10), so ``fairseq-train --bf16`` on a GPU or with ``--cpu`` dies in
@@ -14,6 +14,10 @@ are both set and torch_xla is not installed (so a TPU run cannot be what was mea
 cleared (in ``common`` and in the groups argparse copied it to: ``distributed_training``, which
 would skip init-method inference for multi-GPU runs, and ``optimizer``, which would pick the
 unfused Adam) and the run trains in bfloat16 on the device it was given (``--cpu`` or CUDA).
+
+``--fp16`` (fairseq's fp16 weights with a dynamic loss scaler) needs CUDA: with ``--cpu`` or on a
+machine without a GPU fairseq fails after loading the data with a traceback ("Torch not compiled
+with CUDA enabled"); the same wrapper refuses it first, in one line that points to ``--bf16``.
 """
 import functools
 import importlib.util
@@ -21,7 +25,7 @@ import logging
 
 logger = logging.getLogger(__name__)
 
-_MARK = "_fairseq_local_bf16_without_xla"
+_MARK = "_fairseq_local_precision"
 
 
 def clear_implied_tpu(cfg):
@@ -43,6 +47,21 @@ def clear_implied_tpu(cfg):
     return True
 
 
+def check_fp16_device(cfg):
+    """``--fp16`` / ``--memory-efficient-fp16`` without CUDA: a ConfigError naming the option."""
+    import torch
+
+    from fairseq_local.errors import ConfigError
+
+    common = getattr(cfg, "common", None)
+    if common is None or getattr(common, "tpu", False):
+        return
+    for flag in ("fp16", "memory_efficient_fp16"):
+        if getattr(common, flag, False) and (common.cpu or not torch.cuda.is_available()):
+            where = "--cpu" if common.cpu else "this machine has no CUDA device"
+            raise ConfigError(f"--{flag.replace('_', '-')} needs a CUDA device ({where}): use --bf16 on CPU")
+
+
 def install():
     from fairseq.distributed import utils as distributed_utils
 
@@ -51,9 +70,10 @@ def install():
         return
 
     @functools.wraps(call_main)
-    def call_main_bf16_without_xla(cfg, main, **kwargs):
+    def call_main_checking_precision(cfg, main, **kwargs):
         clear_implied_tpu(cfg)
+        check_fp16_device(cfg)
         return call_main(cfg, main, **kwargs)
 
-    setattr(call_main_bf16_without_xla, _MARK, True)
-    distributed_utils.call_main = call_main_bf16_without_xla
+    setattr(call_main_checking_precision, _MARK, True)
+    distributed_utils.call_main = call_main_checking_precision
