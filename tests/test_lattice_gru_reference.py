@@ -98,6 +98,33 @@ def _setup(variant, composition, seed=0):
     return lattices, vocab, embed, enc
 
 
+def test_pooling_is_elementwise_max_over_each_nodes_rows():
+    v = torch.tensor([[1.0, -2.0], [3.0, -5.0], [0.5, 7.0], [-1.0, -1.0], [2.0, 2.0]], dtype=DT)
+    local = torch.tensor([0, 0, 1, 1, 1])
+    out, w = compose(v, local, 2, None)
+    assert w is None
+    assert torch.equal(out, torch.tensor([[3.0, -2.0], [2.0, 7.0]], dtype=DT))
+    # one row per node: the rows themselves
+    out1, _ = compose(v[:2], torch.tensor([0, 1]), 2, None)
+    assert torch.equal(out1, v[:2])
+
+
+def test_gating_weights_are_eq21_normalised_per_node():
+    torch.manual_seed(0)
+    gate = nn.Linear(2, 1).to(DT)
+    v = torch.tensor([[1.0, -2.0], [3.0, -5.0], [0.5, 7.0], [-1.0, -1.0], [2.0, 2.0]], dtype=DT)
+    local = torch.tensor([0, 0, 1, 1, 1])
+    out, w = compose(v, local, 2, gate)
+    a = torch.sigmoid(v @ gate.weight[0] + gate.bias[0])
+    expected_w = torch.cat([a[:2] / a[:2].sum(), a[2:] / a[2:].sum()])
+    torch.testing.assert_close(w, expected_w, rtol=0, atol=1e-15)
+    torch.testing.assert_close(out, torch.stack([(expected_w[:2, None] * v[:2]).sum(0),
+                                                 (expected_w[2:, None] * v[2:]).sum(0)]), rtol=0, atol=1e-14)
+    out1, w1 = compose(v[:2], torch.tensor([0, 1]), 2, gate)  # one edge per node: weight 1
+    torch.testing.assert_close(w1, torch.ones(2, dtype=DT), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out1, v[:2], rtol=0, atol=1e-15)
+
+
 def test_lattices_have_multi_edge_nodes_in_both_directions():
     lat = _lattices()[0]
     incoming = [sum(1 for _, j in lat.edges if j == t) for t in range(lat.n_chars + 1)]
@@ -127,30 +154,3 @@ def test_swl_update_uses_h_pre_not_the_literal_previous_state(composition):
     literal, _ = reference(enc, embed, lattices[0], vocab, literal_eq15=True)
     torch.testing.assert_close(anno[:, 0], ours, rtol=0, atol=1e-12)
     assert (anno[:, 0] - literal).abs().max() > 1e-3
-
-
-def test_pooling_is_elementwise_max_over_each_nodes_rows():
-    v = torch.tensor([[1.0, -2.0], [3.0, -5.0], [0.5, 7.0], [-1.0, -1.0], [2.0, 2.0]], dtype=DT)
-    local = torch.tensor([0, 0, 1, 1, 1])
-    out, w = compose(v, local, 2, None)
-    assert w is None
-    assert torch.equal(out, torch.tensor([[3.0, -2.0], [2.0, 7.0]], dtype=DT))
-    # one row per node: the rows themselves
-    out1, _ = compose(v[:2], torch.tensor([0, 1]), 2, None)
-    assert torch.equal(out1, v[:2])
-
-
-def test_gating_weights_are_eq21_normalised_per_node():
-    torch.manual_seed(0)
-    gate = nn.Linear(2, 1).to(DT)
-    v = torch.tensor([[1.0, -2.0], [3.0, -5.0], [0.5, 7.0], [-1.0, -1.0], [2.0, 2.0]], dtype=DT)
-    local = torch.tensor([0, 0, 1, 1, 1])
-    out, w = compose(v, local, 2, gate)
-    a = torch.sigmoid(v @ gate.weight[0] + gate.bias[0])
-    expected_w = torch.cat([a[:2] / a[:2].sum(), a[2:] / a[2:].sum()])
-    torch.testing.assert_close(w, expected_w, rtol=0, atol=1e-15)
-    torch.testing.assert_close(out, torch.stack([(expected_w[:2, None] * v[:2]).sum(0),
-                                                 (expected_w[2:, None] * v[2:]).sum(0)]), rtol=0, atol=1e-14)
-    out1, w1 = compose(v[:2], torch.tensor([0, 1]), 2, gate)  # one edge per node: weight 1
-    torch.testing.assert_close(w1, torch.ones(2, dtype=DT), rtol=0, atol=1e-15)
-    torch.testing.assert_close(out1, v[:2], rtol=0, atol=1e-15)
