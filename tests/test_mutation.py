@@ -73,8 +73,8 @@ def test_unknown_module_is_a_one_line_error():
 
 @pytest.mark.slow
 def test_ci_module_kill_rate(tmp_path):
-    """One module's mutants against its tests, within CI's budget (the full sweep is
-    ``bash scripts/mutation.sh``; the report of the last one is in docs/mutation.md)."""
+    """One module's mutants against its tests, within CI's budget (the full sweep, every module, is
+    ``bash scripts/mutation.sh``)."""
     out = tmp_path / "report.json"
     env = dict(os.environ, MUTATION_NICE="0")
     proc = subprocess.run(["bash", str(REPO / "scripts/mutation.sh"), CI_MODULE, "--time-limit", str(CI_SECONDS),
