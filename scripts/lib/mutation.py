@@ -75,7 +75,7 @@ MODULES: Dict[str, Module] = {
         "lattice builder: format, validation, merging"),
     "gencnn": Module(
         {"fairseq_local/modules/gencnn_layers.py": ALL},
-        ["tests/test_gencnn.py"],
+        ["tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
         "genCNN alpha/beta CNN layers"),
     "dpn": Module(
         {"fairseq_local/modules/dpn_gate.py": ALL,
