@@ -33,6 +33,9 @@ BLEU_DETOK = re.compile(r"^BLEU \(detokenized[^)]*\) = ([\d.]+)\s+\[(\S+)\]", re
 BLEU_TOK = re.compile(r"^BLEU \(tokenized[^)]*\) = ([\d.]+)", re.M)
 ROUGE = re.compile(r"^ROUGE F1 \(rouge-score, stemmed\): R-1 ([\d.]+)  R-2 ([\d.]+)  R-L ([\d.]+)", re.M)
 PPL = re.compile(r"Perplexity: ([\d.]+)")
+# the rows' own configs, with small dimensions where the paper's (1000-2000 units) cost minutes of CPU
+TINY_RNN = [f"model.{k}={v}" for k, v in (("encoder_embed_dim", 24), ("decoder_embed_dim", 24),
+                                          ("encoder_hidden_size", 24), ("decoder_hidden_size", 24))]
 
 
 def run(cmd, cwd, ok=True, env=None, timeout=900):
@@ -212,9 +215,9 @@ COVERED = {
     "prepare_nist_zhen.sh": "test_nist_preparation", "lattice_nist_zhen.sh": "test_lattice_nist_zhen",
     "dpn_s2s_nist_zhen.sh": "test_dpn_s2s_nist_zhen", "parallel_cells_zh_en.sh": "test_parallel_cells_zh_en",
     "prepare_gigaword.sh": "test_gigaword_recipes", "mc_rnn_gigaword.sh": "test_gigaword_recipes",
-    "dpn_s2s_gigaword.sh": "test_gigaword_recipes", "prepare_ptb.sh": "test_ptb_recipes",
-    "mc_rnn_ptb.sh": "test_ptb_recipes", "parallel_cells_ptb.sh": "test_ptb_recipes",
-    "gencnn_ptb.sh": "test_ptb_recipes", "gencnn_fbis.sh": "test_ptb_recipes",
+    "dpn_s2s_gigaword.sh": "test_gigaword_recipes", "prepare_ptb.sh": "test_ptb_lm_recipe",
+    "mc_rnn_ptb.sh": "test_ptb_lm_recipe", "parallel_cells_ptb.sh": "test_ptb_lm_recipe",
+    "gencnn_ptb.sh": "test_ptb_lm_recipe", "gencnn_fbis.sh": "test_gencnn_fbis",
     "lattice_zh_en_small.sh": "test_lattice_zh_en_small", "mc_rnn_multi30k_check.sh": "test_mc_rnn_multi30k_check",
     "gencnn_rerank_demo.sh": "test_gencnn_rerank_demo",
 }
@@ -338,15 +341,17 @@ def test_dpn_s2s_nist_zhen(nist):
 
 
 def test_parallel_cells_zh_en(nist):
-    work, _, sets = nist
+    work, out, sets = nist
     run_dir = work / "pc"
     (run_dir / "ldc").mkdir(parents=True)
     for f in (work / "ldc").iterdir():
         shutil.copy(f, run_dir / "ldc" / f.name)
+    # the shared preparation, copied: the recipe reruns prepare_nist_zhen.sh into it (segmentations reused)
+    shutil.copytree(out, run_dir / "nist_word", symlinks=True)
     rel_sets = [s.replace(str(work / "ldc"), "ldc") for s in sets]
     args = ["--row", "baseline", "--out", "nist_word", "--train-zh", "ldc/ldc.zh", "--train-en", "ldc/ldc.en",
             *nist_set_args(rel_sets), "--valid", "mt02", "--beam", "2", "--save-dir", "ck"]
-    proc = recipe("parallel_cells_zh_en.sh", *args, "--small", cwd=run_dir)
+    proc = recipe("parallel_cells_zh_en.sh", *args, "--small", "--", *TINY_RNN, cwd=run_dir)
     bleu, sig = detok_bleu(proc.stdout)
     assert "nrefs:4" in sig
     assert (run_dir / "nist_word" / "bin-word30k" / "test.zh-en.zh.bin").is_file()
@@ -393,19 +398,28 @@ def _ppl(out):
     return vals
 
 
-def test_ptb_recipes(ptb):
+TINY_LM = ["model.decoder_embed_dim=24", "model.decoder_hidden_size=24"]
+
+
+@pytest.mark.parametrize("name,extra", [("mc_rnn_ptb.sh", ["--", *TINY_LM]),
+                                        ("parallel_cells_ptb.sh", ["--wide", "3", "--", *TINY_LM]),
+                                        ("gencnn_ptb.sh", ["--", "dataset.batch_size=50"])])
+def test_ptb_lm_recipe(ptb, name, extra):
     work, data = ptb
     assert len(lines(data / "raw" / "ptb.train.txt")) == 500
     vocab = len(lines(data / "bin" / "dict.txt")) + 4
-    for name, extra in (("mc_rnn_ptb.sh", []), ("parallel_cells_ptb.sh", ["--wide", "3"]), ("gencnn_ptb.sh", [])):
-        proc = recipe(name, "--data", data, "--save-dir", f"ck/{name}", "--small", *extra, cwd=work)
-        ppl = _ppl(proc.stdout)
-        assert len(ppl) == 2 and max(ppl) < 20 * vocab, (name, ppl)  # valid and test, untrained ~ |V|
+    proc = recipe(name, "--data", data, "--save-dir", f"ck/{name}", "--small", *extra, cwd=work)
+    ppl = _ppl(proc.stdout)
+    assert len(ppl) == 2 and max(ppl) < 20 * vocab, (name, ppl)  # valid and test; untrained ~ |V|
+
+
+def test_gencnn_fbis(ptb):
+    work, data = ptb
     raw = data / "raw"
     proc = recipe("gencnn_fbis.sh", "--train", raw / "ptb.train.txt", "--valid", raw / "ptb.valid.txt",
-                  "--test", raw / "ptb.test.txt", "--out", "fbis", "--rows", "gencnn", "--save-dir", work / "ck" / "fbis",
-                  "--small", cwd=work)
-    assert len(_ppl(proc.stdout)) == 1
+                  "--test", raw / "ptb.test.txt", "--out", "fbis", "--rows", "alpha_only", "--save-dir",
+                  work / "ck" / "fbis", "--small", "--", "dataset.batch_size=50", cwd=work)
+    assert len(_ppl(proc.stdout)) == 1 and (work / "fbis" / "bin" / "dict.txt").is_file()
 
 
 # ------------------------------------------------------------------------------------------------
