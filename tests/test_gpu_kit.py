@@ -128,6 +128,17 @@ def test_run_all_cpu_tiny_end_to_end(tmp_path):
     assert "scripts/bench.py" in log and "fairseq-train" in log and "generate.sh" in log
     assert "out of time" not in proc.stdout
 
+    # fp32 vs fairseq's --bf16, same number of updates
+    sh("bash", GPU / "run_all.sh", out, "--cpu", "--tiny", "--part", "precision", "--budget-minutes", "4",
+       "--train-data", data, "--train-args", TINY_TRAIN, "--precision-updates", "2")
+    prec = json.loads((out / "precision.json").read_text())
+    assert prec["status"] == "ok" and prec["arch"] == "mc_rnn_iwslt_de_en_3", prec
+    assert [r["num_updates"] for r in prec["runs"].values()] == [2, 2] and prec["same_updates"]
+    assert "--bf16" in prec["runs"]["bf16"]["command"] and "--bf16" not in prec["runs"]["fp32"]["command"]
+    assert abs(prec["valid_loss_rel_diff"]) < 0.05  # a tiny model after 2 updates: bf16 rounding only
+    assert prec["meets_goal"] == (abs(prec["valid_loss_rel_diff"]) <= 0.01)
+    assert "bf16 vs fp32 valid loss" in (out / "summary.txt").read_text()
+
 
 # ------------------------------------------------------------------------------------------------
 # one-line errors (CI)

@@ -12,10 +12,14 @@ Training: MC-RNN-3 vs its Baseline-RNN (``--train-archs``) on the binarized Mult
 scripts/gpu/prepare_data.sh, the minutes left split evenly (``--stop-time-hours``), then beam-5
 decoding of valid with scripts/generate.sh and tokenized BLEU with scripts/score.sh; OUT/train.json.
 
-OUT gets at most four files (the device tool returns eight): bench.json, train.json, summary.txt
-and run_all.log (every command and its output).  ``--dry-run`` checks every command instead (archs
-registered, bench and fairseq options valid) and writes OUT/plan.json; ``--cpu --tiny`` runs the
-same code on CPU with tiny batches and step counts.
+Precision (``--part precision``, its own call): ``--precision-arch`` trained for
+``--precision-updates`` updates in fp32 and with fairseq's ``--bf16``, same seed and data order;
+OUT/precision.json has both losses and whether bf16 is within 1% of fp32's valid loss.
+
+OUT gets at most five files (the device tool returns eight): bench.json, train.json,
+precision.json, summary.txt and run_all.log (every command and its output).  ``--dry-run`` checks
+every command instead (archs registered, bench and fairseq options valid) and writes
+OUT/plan.json; ``--cpu --tiny`` runs the same code on CPU with tiny batches and step counts.
 """
 import argparse
 import contextlib
@@ -89,7 +93,8 @@ TINY_OVERRIDES = {"--vocab", "--tgt-len", "--src-len", "--gen-len"}  # --tiny wi
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="output folder (created)")
-    p.add_argument("--part", choices=["all", "bench", "train"], default="all")
+    p.add_argument("--part", choices=["all", "bench", "train", "precision"], default="all",
+                   help="all: bench then train; precision: fp32 vs --bf16 training (its own call)")
     p.add_argument("--budget-minutes", type=float, default=8.5,
                    help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it)")
     p.add_argument("--bench-share", type=float, default=None,
@@ -104,6 +109,8 @@ def parse_args(argv=None):
                                            "--max-tokens 4096 --seed 1",
                    help="fairseq-train options for the training run (besides time and checkpoint options)")
     p.add_argument("--train-dtype", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--precision-arch", default="mc_rnn_iwslt_de_en_3", help="arch of --part precision")
+    p.add_argument("--precision-updates", type=int, default=1000, help="updates of each --part precision run")
     p.add_argument("--per-run-timeout", type=float, default=240, help="seconds for one bench comparison")
     p.add_argument("--cpu", action="store_true", help="run on CPU (default: cuda, which must be present)")
     p.add_argument("--tiny", action="store_true", help="tiny batches and step counts (CPU checks)")
@@ -113,6 +120,8 @@ def parse_args(argv=None):
     bad = [d for d in a.dtypes if d not in ("fp32", "bf16", "fp16")]
     if bad or not a.dtypes:
         p.error(f"--dtypes: expected a comma list of fp32, bf16, fp16, got {','.join(bad) or 'nothing'}")
+    if a.precision_updates < 1:
+        p.error("--precision-updates must be >= 1")
     if a.budget_minutes <= 0:
         p.error("--budget-minutes must be > 0")
     try:
@@ -120,7 +129,7 @@ def parse_args(argv=None):
     except re.error as e:
         p.error(f"--only {a.only!r}: {e}")
     if a.bench_share is None:
-        a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0}[a.part]
+        a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0, "precision": 0.0}[a.part]
     if not 0 <= a.bench_share <= 1:
         p.error("--bench-share must be in [0, 1]")
     a.device = "cpu" if a.cpu else "cuda"
@@ -305,19 +314,8 @@ def run_train(run, args):
     with tempfile.TemporaryDirectory(prefix="run_all_train_") as tmp:
         for arch in archs:
             save = os.path.join(tmp, arch)
-            cmd = ["fairseq-train", data, "--user-dir", os.path.join(REPO, "fairseq_local"), "--arch", arch,
-                   *shlex.split(args.train_args), "--stop-time-hours", f"{minutes_each / 60:.5f}",
-                   "--max-epoch", "1000", "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "json",
-                   "--log-interval", "50", "--num-workers", "0"]
-            if args.cpu:
-                cmd.append("--cpu")
-            if args.train_dtype == "bf16":
-                cmd.append("--bf16")
-            t = time.time()
-            rc, tail = run.sh(cmd, timeout=60 * minutes_each + 120)
-            rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": round(time.time() - t, 1)}
-            stats = _train_stats(run.log.name, arch)
-            rec.update(stats)
+            rec, rc, tail = fairseq_train(run, args, arch, save, minutes_each,
+                                          ["--bf16"] if args.train_dtype == "bf16" else [])
             ckpt = os.path.join(save, "checkpoint_last.pt")
             if rc != 0 or not os.path.isfile(ckpt):
                 rec.update(status="failed", error=tail)
@@ -345,6 +343,59 @@ def run_train(run, args):
     return report
 
 
+def fairseq_train(run, args, arch, save, minutes, extra):
+    """One time-boxed fairseq-train on --train-data; returns (record, returncode, output tail)."""
+    cmd = ["fairseq-train", args.train_data, "--user-dir", os.path.join(REPO, "fairseq_local"), "--arch", arch,
+           *shlex.split(args.train_args), *extra, "--stop-time-hours", f"{minutes / 60:.5f}",
+           "--max-epoch", "1000", "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "json",
+           "--log-interval", "50", "--num-workers", "0"]
+    if args.cpu:
+        cmd.append("--cpu")
+    t = time.time()
+    rc, tail = run.sh(cmd, timeout=60 * minutes + 120)
+    rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": round(time.time() - t, 1)}
+    rec.update(_train_stats(run.log.name, arch))
+    return rec, rc, tail
+
+
+def run_precision(run, args):
+    """--precision-arch trained for --precision-updates updates in fp32 and with fairseq's --bf16
+    (same seed, data order and options): the issue asks for bf16 within 1% of fp32's loss."""
+    path = os.path.join(args.out, "precision.json")
+    arch = args.precision_arch
+    report = {"arch": arch, "data": args.train_data, "updates": args.precision_updates, "runs": {}}
+    if not os.path.isfile(os.path.join(args.train_data, "dict.en.txt")) and not args.tiny:
+        report["status"] = f"skipped: no binarized data in {args.train_data} (scripts/gpu/prepare_data.sh)"
+        write_json(path, report)
+        return report
+    minutes_each = (run.left() - (10 if args.tiny else 30) * 2) / 60 / 2
+    if minutes_each < (0.05 if args.tiny else 1.0):
+        report["status"] = "skipped: out of time (--budget-minutes)"
+        write_json(path, report)
+        return report
+    with tempfile.TemporaryDirectory(prefix="run_all_precision_") as tmp:
+        for dtype, extra in (("fp32", []), ("bf16", ["--bf16"])):
+            rec, rc, tail = fairseq_train(run, args, arch, os.path.join(tmp, dtype), minutes_each,
+                                          extra + ["--max-update", str(args.precision_updates)])
+            rec["status"] = "ok" if rc == 0 else "failed"
+            if rc != 0:
+                rec["error"] = tail
+            report["runs"][dtype] = rec
+            run.say(f"precision {arch} {dtype}: {rec['status']}, {rec.get('num_updates')} updates")
+            write_json(path, report)
+    a, b = report["runs"]["fp32"], report["runs"]["bf16"]
+    if a["status"] == b["status"] == "ok" and a.get("valid_loss_per_epoch") and b.get("valid_loss_per_epoch"):
+        va, vb = a["valid_loss_per_epoch"][-1], b["valid_loss_per_epoch"][-1]
+        report["valid_loss_rel_diff"] = (vb - va) / va
+        report["same_updates"] = a.get("num_updates") == b.get("num_updates") == args.precision_updates
+        report["meets_goal"] = report["same_updates"] and abs(report["valid_loss_rel_diff"]) <= 0.01
+        report["status"] = "ok"
+    else:
+        report["status"] = "failed"
+    write_json(path, report)
+    return report
+
+
 def _train_stats(log_path, arch):
     """Updates, words/s and valid losses of the last fairseq-train in the log (--log-format json)."""
     with open(log_path, encoding="utf-8") as f:
@@ -365,7 +416,7 @@ def _train_stats(log_path, arch):
     return stats
 
 
-def summary(args, bench, train):
+def summary(args, bench, train, precision=None):
     lines = [f"device={args.device} dtypes={','.join(args.dtypes)} tiny={args.tiny}", ""]
     if bench:
         lines.append(f"{'comparison':36} {'dtype':5} {'train A/B':>9} {'goal':>5} {'gen A/B':>8}  status")
@@ -381,6 +432,15 @@ def summary(args, bench, train):
             last = r.get("valid_loss_per_epoch") or ["-"]
             lines.append(f"  {arch:28} {r['status']:6} updates {r.get('num_updates')} words/s {r.get('train_wps')} "
                          f"valid loss {last[-1]} BLEU {bleu}")
+    if precision:
+        lines += ["", f"precision ({precision['arch']}, {precision['updates']} updates): {precision.get('status')}"]
+        for dtype, r in precision.get("runs", {}).items():
+            last = r.get("valid_loss_per_epoch") or ["-"]
+            lines.append(f"  {dtype:5} {r['status']:6} updates {r.get('num_updates')} words/s {r.get('train_wps')} "
+                         f"valid loss {last[-1]}")
+        if "valid_loss_rel_diff" in precision:
+            lines.append(f"  bf16 vs fp32 valid loss {100 * precision['valid_loss_rel_diff']:+.2f}% "
+                         f"(goal within 1%: {'met' if precision['meets_goal'] else 'not met'})")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.txt.tmp"), "w", encoding="utf-8") as f:
         f.write(text)
@@ -424,7 +484,8 @@ def main(argv=None):
     run.say(f"run_all {' '.join(sys.argv[1:])}: budget {args.budget_minutes} min")
     bench = run_bench(run, args) if args.part in ("all", "bench") else []
     train = run_train(run, args) if args.part in ("all", "train") else None
-    summary(args, bench, train)
+    precision = run_precision(run, args) if args.part == "precision" else None
+    summary(args, bench, train, precision)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The whole GPU benchmark set, then one time-boxed paper-scale training run, as JSON under OUT.
 #
-# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train] [--budget-minutes 8.5] [--dtypes fp32,bf16]
+# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train|precision] [--budget-minutes 8.5] [--dtypes fp32,bf16]
 #                               [--only REGEX] [--data DIR] [--train-archs "A B"] [--train-dtype fp32|bf16]
 #                               [--cpu --tiny] [--dry-run]
 # On a GPU box, after scripts/gpu/bootstrap.sh TARGET and `source TARGET/env.sh` (docs/gpu.md).
 # Benchmarks: every family's scripts/bench.py comparison with its baseline (model arguments from
 # docs/<family>.md "Speed", GPU-sized batches), fp32 and bf16, training and beam-5 generation, with
 # --lengths scaling; training: mc_rnn_iwslt_de_en_3 and rnnsearch_iwslt_de_en on the Multi30k of
-# scripts/gpu/prepare_data.sh for the minutes left, then valid BLEU (beam 5).  Writes OUT/bench.json,
-# OUT/train.json, OUT/summary.txt and OUT/run_all.log, rewritten after every step, and stops
+# scripts/gpu/prepare_data.sh for the minutes left, then valid BLEU (beam 5); --part precision:
+# MC-RNN-3 for 1000 updates in fp32 and with --bf16.  Writes OUT/bench.json, OUT/train.json,
+# OUT/precision.json, OUT/summary.txt and OUT/run_all.log, rewritten after every step, and stops
 # starting new work when --budget-minutes (default 8.5: one 10-minute device call, bootstrap included) runs out.
 # --dry-run checks every command without running it; --cpu --tiny runs everything on CPU with tiny
 # batches (what the tests do).  Details: python scripts/gpu/run_all.py --help.
