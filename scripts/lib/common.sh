@@ -38,14 +38,14 @@ check_sha256() {  # check_sha256 FILE EXPECTED WHAT: die (one line) on a mismatc
 }
 download() {  # download URL DEST SHA256: fetch to a temporary name, verify, then move into place
   local tmp="$2.part.$$"
-  python - "$1" "$tmp" <<'PY' || { rm -f "$tmp"; exit 2; }
+  python - "$1" "$tmp" "$(basename "$0")" <<'PY' || { rm -f "$tmp"; exit 2; }
 import shutil, sys, urllib.request
-url, dest = sys.argv[1:]
+url, dest, prog = sys.argv[1:]
 try:
     with urllib.request.urlopen(url, timeout=120) as r, open(dest, "wb") as f:
         shutil.copyfileobj(r, f)
 except Exception as e:  # one line, no traceback: offline, 404, bad file:// path...
-    sys.exit(f"error: cannot download {url}: {e} (offline? pass a local copy or a file:// mirror)")
+    sys.exit(f"{prog}: error: cannot download {url}: {e} (offline? pass a local copy or a file:// mirror)")
 PY
   ( check_sha256 "$tmp" "$3" "$1" ) || { rm -f "$tmp"; exit 2; }
   mv "$tmp" "$2"
