@@ -1,83 +1,56 @@
-"""fairseq-local: a fairseq --user-dir plugin with five published sequence models.
+"""Computes fairseq-local's dependencies; all other metadata is in pyproject.toml.
 
-Install with ``bash scripts/test.sh`` / ``bash scripts/demo.sh`` (they build ``.venv``), or by hand:
+This shim stays because which distribution should provide the ``fairseq`` module depends on what
+is already installed, which static metadata cannot express:
 
-    pip install torch==2.13.0            # or any torch >= 2.1 build you prefer, first
-    pip install "numpy<2" cython "setuptools<81" wheel
-    pip install --no-build-isolation -e ".[test]"
-
-fairseq itself: PyPI's ``fairseq==0.12.2`` cannot be imported on Python >= 3.11 (dataclass
-mutable defaults), so on 3.11+ we depend on ``fairseq-fixed==0.12.3.1``, which installs the same
-``fairseq`` module.  On Python 3.8-3.10 we depend on upstream ``fairseq==0.12.2``.  An upstream ``fairseq``
-distribution that is already installed (a source checkout installed with ``pip install -e``, say)
-is kept; ``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1`` skips the dependency altogether.
+* ``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1``: never touch fairseq;
+* an upstream ``fairseq`` distribution already installed (a source checkout installed with
+  ``pip install -e``, say): keep it rather than install a second copy of the same module;
+* ``fairseq-fixed`` already installed (``scripts/setup_env.sh`` installs it with ``--no-deps``, so
+  that its unusable ``torchaudio`` requirement is never pulled in): keep it and require what it
+  needs at import time (``[tool.fairseq-local] fairseq-runtime``);
+* otherwise: require ``fairseq-fixed==0.12.3.1`` (PyPI's ``fairseq==0.12.2`` does not import on
+  Python >= 3.11) plus the same runtime list.
 """
 import os
-import re
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
-from setuptools import find_packages, setup
+if sys.version_info[:2] not in ((3, 11), (3, 12)):
+    sys.exit(f"fairseq-local supports Python 3.11 and 3.12, not {sys.version.split()[0]} "
+             "(pyproject.toml requires-python); install with python3.11 or python3.12")
+import tomllib  # noqa: E402  (Python >= 3.11)
+
+from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def read_version():
-    with open(os.path.join(HERE, "fairseq_local", "version.py"), encoding="utf-8") as f:
-        return re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
-
-
-install_requires = [
-    "torch>=2.1",
-    "numpy<2",
-    "sacrebleu>=2.0",
-    "sacremoses",
-    "sentencepiece>=0.1.99",
-    "subword-nmt>=0.3.8",
-    "rouge-score>=0.1.2",
-    "matplotlib>=3.5",
-    "tqdm",
-    "tensorboardX",  # fairseq logs a notice on import without it; also enables --tensorboard-logdir
-    "jieba>=0.42",
-    "thulac>=0.2",
-    "snownlp>=0.12",
-]
-
-
-def fairseq_requirement():
-    """Which distribution should provide the ``fairseq`` module (None: leave the installed one).
-
-    * ``FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP=1``: never touch fairseq;
-    * an upstream ``fairseq`` distribution already installed (a source checkout, 0.12.2 on an
-      older Python): keep it, rather than installing a second distribution of the same module;
-    * otherwise ``fairseq-fixed==0.12.3.1`` on Python >= 3.11 (PyPI's fairseq 0.12.2 does not
-      import there) and ``fairseq==0.12.2`` on Python 3.8-3.10.
-    """
-    if os.environ.get("FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP"):
-        return None
+def _installed(dist):
     try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover  (Python < 3.8)
-        return "fairseq==0.12.2"
-    try:
-        found = version("fairseq")
-        print(f"fairseq-local: keeping the installed fairseq {found}", file=sys.stderr)
-        return None
+        return version(dist)
     except PackageNotFoundError:
-        pass
-    return "fairseq-fixed==0.12.3.1" if sys.version_info >= (3, 11) else "fairseq==0.12.2"
+        return None
 
 
-_fairseq = fairseq_requirement()
-if _fairseq:
-    install_requires.append(_fairseq)
+def dependencies(meta, environ=os.environ, installed=_installed):
+    """``install_requires`` from pyproject's ``[tool.fairseq-local]`` table ``meta``."""
+    deps = list(meta["dependencies"])
+    if environ.get("FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP"):
+        return deps
+    upstream = installed("fairseq")
+    if upstream:
+        print(f"fairseq-local: keeping the installed fairseq {upstream}", file=sys.stderr)
+        return deps
+    fixed_name = meta["fairseq"].split("==")[0]
+    fixed = installed(fixed_name)
+    if fixed:
+        print(f"fairseq-local: keeping the installed {fixed_name} {fixed}", file=sys.stderr)
+        return deps + list(meta["fairseq-runtime"])
+    return deps + list(meta["fairseq-runtime"]) + [meta["fairseq"]]
 
-setup(
-    name="fairseq-local",
-    version=read_version(),
-    description="fairseq plugin: MC-RNN, parallel-cell LSTM, lattice encoders, genCNN, DPN-S2S",
-    long_description=__doc__,
-    python_requires=">=3.8",
-    packages=find_packages(include=["fairseq_local", "fairseq_local.*"]),
-    install_requires=install_requires,
-    extras_require={"test": ["pytest>=7", "pytest-timeout", "pytest-xdist"]},
-)
+
+if __name__ == "__main__":
+    with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
+        _meta = tomllib.load(f)["tool"]["fairseq-local"]
+    setup(install_requires=dependencies(_meta))
