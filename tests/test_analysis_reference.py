@@ -1,6 +1,7 @@
 """The analysis scripts' aggregation against hand computations: the parallel-cells masking table
 (per-condition, per-group and per-word perplexities; which cells are masked when) and the MC-RNN
 BLEU-by-length buckets (Figure 5)."""
+import importlib
 import math
 import sys
 
@@ -9,9 +10,12 @@ import torch
 
 from contract_lib import REPO
 
-sys.path.insert(0, str(REPO / "scripts" / "analysis"))
-import mc_rnn_bleu_by_length as bbl  # noqa: E402
-import parallel_cells_masking as masking  # noqa: E402
+# imported under their path in the repository (scripts.analysis.*), the name scripts/mutation.sh
+# gives their mutants
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+bbl = importlib.import_module("scripts.analysis.mc_rnn_bleu_by_length")
+masking = importlib.import_module("scripts.analysis.parallel_cells_masking")
 
 
 def test_perplexity_of_a_word_subset_by_hand():
