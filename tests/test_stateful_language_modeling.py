@@ -40,6 +40,33 @@ def test_windows_are_contiguous_rows_of_the_stream():
         StatefulBPTTDataset(stream, bsz=20, bptt=4, pad=1, name="x")
 
 
+@pytest.mark.parametrize("n,bsz,bptt,shards", [(32, 3, 4, 1), (23, 3, 4, 1), (50, 4, 3, 2), (41, 1, 6, 1),
+                                               (17, 4, 35, 1), (9, 2, 2, 4)])
+def test_evaluation_rows_predict_every_token_once(n, bsz, bptt, shards):
+    """Validation / eval-lm layout: over all windows (and shards), the real targets are tokens
+    1..n-1 of the stream, each once, each predicted from the token before it; ntokens counts them."""
+    stream = torch.arange(5, 5 + n)  # unique values above pad=1: a target's predecessor is value - 1
+    windows, ntokens = [], 0
+    for shard in range(shards):
+        ds = StatefulBPTTDataset(stream, bsz=bsz, bptt=bptt, pad=1, name="valid", shard_id=shard,
+                                 num_shards=shards, predict_all=True)
+        assert len(ds) == len(StatefulBPTTDataset(stream, bsz, bptt, 1, "valid", 0, shards, predict_all=True))
+        batches = [ds.collater([ds[i]]) for i in range(len(ds))]
+        windows.append((torch.cat([b["net_input"]["src_tokens"] for b in batches], 1),
+                        torch.cat([b["target"] for b in batches], 1)))
+        ntokens += sum(b["ntokens"] for b in batches)
+        assert [b["bptt_window"] for b in batches] == list(range(len(ds)))
+    src, tgt = (torch.cat(t, 0) for t in zip(*windows))
+    real = tgt.ne(1)
+    assert torch.equal(tgt[real].sort().values, stream[1:]) and ntokens == n - 1
+    assert torch.equal(src[real], tgt[real] - 1)  # every target (a row's first too) follows its token
+    assert src.ne(1).all()  # padding only ever as a (last) target
+    # rows are contiguous pieces of the stream, each window continuing the previous one
+    assert torch.equal(src[:, 1:][real[:, :-1]], tgt[:, :-1][real[:, :-1]])
+    with pytest.raises(ValueError, match=f"split valid: {n} tokens cannot fill {n} streams"):
+        StatefulBPTTDataset(stream, bsz=n, bptt=bptt, pad=1, name="valid", predict_all=True)
+
+
 def test_which_models_take_the_carried_state():
     from fairseq.models import FairseqLanguageModel
     from fairseq.models.lstm import LSTMDecoder
@@ -90,13 +117,25 @@ def _setup(data_dir, save_dir, extra=()):
     return cfg, task, model, task.build_criterion(cfg.criterion)
 
 
-def _stream_nll(model, dataset):
-    """Sum of -log p over every row of the split, each row run in one pass from a zero state."""
-    rows = dataset.rows
+def _stream_nll(model, dataset, bsz=None):
+    """Sum of -log p and count of the targets of the split's evaluation rows (``bsz`` of them; the
+    whole stream as one row for 1), each row run in one pass from a zero state."""
+    rows = dataset.rebatch(bsz=bsz, predict_all=True).rows
     with torch.no_grad():
         logits = model(rows[:, :-1])[0]
     lprobs = F.log_softmax(logits.double(), dim=-1)
-    return -lprobs.gather(-1, rows[:, 1:].unsqueeze(-1)).sum().item(), rows[:, 1:].numel()
+    tgt = rows[:, 1:]
+    real = tgt.ne(dataset.pad)
+    nll = -lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+    return nll[real].sum().item(), int(real.sum())
+
+
+def _whole_stream_nll(model, stream):
+    """The per-token reference: the model over the whole split in one pass, batch size 1."""
+    with torch.no_grad():
+        logits = model(stream[:-1].unsqueeze(0))[0]
+    lprobs = F.log_softmax(logits.double(), dim=-1)[0]
+    return -lprobs.gather(-1, stream[1:].unsqueeze(-1)).sum().item(), stream.numel() - 1
 
 
 def _valid_loss(task, model, criterion):
@@ -115,18 +154,26 @@ def test_carried_state_equals_whole_stream(lm_data, tmp_path):
     cfg, task, model, criterion = _setup(lm_data, tmp_path)
     total, ntok = _valid_loss(task, model, criterion)
     ref, ref_n = _stream_nll(model, task.dataset("valid"))
-    assert ntok == ref_n and len(task.dataset("valid")) > 3
+    n = task.dataset("valid").stream.numel()
+    assert (n - 1) % 3 and (n - 1) % 15 and len(task.dataset("valid")) > 3  # a tail to lose, B=3, T=5
+    assert ntok == ref_n == n - 1  # validation scores every token after the first, once
     # fairseq's log_softmax runs in float32, hence the 1e-6 relative tolerance
     assert abs(total - ref) < 1e-6 * ref, (total, ref)
     # a second pass starts again from zero state (reset at window 0) and gives the same number
     assert abs(_valid_loss(task, model, criterion)[0] - ref) < 1e-6 * ref
+    # with one row, validation is the whole stream read once
+    _, task1, model1, crit1 = _setup(lm_data, tmp_path, ["--batch-size-valid", "1"])
+    model1.load_state_dict(model.state_dict())
+    total1, ntok1 = _valid_loss(task1, model1, crit1)
+    ref1, _ = _whole_stream_nll(model, task.dataset("valid").stream)
+    assert ntok1 == n - 1 and abs(total1 - ref1) < 1e-6 * ref1, (total1, ref1)
     # without carrying the state the numbers differ: the test can fail
     cfg2, task2, model2, crit2 = _setup(lm_data, tmp_path, ["--no-carry-state"])
     model2.load_state_dict(model.state_dict())
     assert abs(_valid_loss(task2, model2, crit2)[0] - ref) > 1e-4 * ref  # 100x the float32 noise
 
 
-def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path):
+def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path, caplog):
     from fairseq import distributed_utils
     from fairseq_cli import eval_lm
     from fairseq_cli import train as train_cli
@@ -143,8 +190,10 @@ def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([ckpt])
     model = models[0].eval()
     task.load_dataset("valid")
-    ref, n = _stream_nll(model, task.dataset("valid"))
+    ref, n = _stream_nll(model, task.dataset("valid"), bsz=3)
     expected_ppl = math.exp(ref / n)
+    stream = task.dataset("valid").stream
+    assert n == stream.numel() - 1 and n % 3 and n % 15  # not a multiple of B or B*T
 
     def run(path, *extra, ensemble=False):
         argv = [str(lm_data), "--user-dir", USER_DIR, "--task", "stateful_language_modeling",
@@ -155,8 +204,27 @@ def test_training_carries_state_and_eval_lm_matches(lm_data, tmp_path):
         parsed = options.parse_args_and_arch(options.get_eval_lm_parser(), argv)
         return eval_lm.main(convert_namespace_to_omegaconf(parsed))["perplexity"]
 
-    ppl = run(ckpt)
-    assert abs(ppl - expected_ppl) < 1e-3 * expected_ppl, (ppl, expected_ppl)
+    import logging
+    import re
+
+    def evaluated(*args):  # fairseq-eval-lm's perplexity and its "Evaluated N tokens" count
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            ppl = run(*args)
+        counts = re.findall(r"Evaluated ([0-9,]+) tokens", caplog.text)
+        assert len(counts) == 1, caplog.text[-2000:]
+        return ppl, int(counts[0].replace(",", ""))
+
+    ppl, count = evaluated(ckpt)
+    assert count == n and abs(ppl - expected_ppl) < 1e-3 * expected_ppl, (ppl, expected_ppl)
+    # batch size 1: the per-token perplexity of the whole stream run through the model at once
+    whole, n1 = _whole_stream_nll(model, stream)
+    ppl1, count1 = evaluated(ckpt, "--batch-size", "1")
+    assert count1 == n1 == n and abs(ppl1 - math.exp(whole / n1)) < 1e-3 * ppl1, (ppl1, math.exp(whole / n1))
+    # the training split too (its training layout drops a tail; evaluation does not)
+    task.load_dataset("train")
+    train_n = task.dataset("train").stream.numel() - 1
+    assert evaluated(ckpt, "--gen-subset", "train")[1] == train_n and train_n % 3
     # model averaging: a two-member ensemble of the same checkpoint keeps one state per member
     # (same perplexity); of two different checkpoints, a perplexity of its own
     assert abs(run(f"{ckpt}:{ckpt}", ensemble=True) - expected_ppl) < 1e-3 * expected_ppl

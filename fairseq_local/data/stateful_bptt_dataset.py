@@ -1,8 +1,19 @@
 """Contiguous stream batches for stateful truncated BPTT (Zaremba et al. 2014; parallel cells paper
-Section 3.1): the token stream is cut into ``bsz`` equal rows, and window i of the dataset is
-columns ``[i*bptt, (i+1)*bptt]`` of all rows (inputs = the first bptt columns, targets = the same
-shifted by one), so row r of window i+1 continues row r of window i and the final recurrent state of
-one batch is the right initial state of the next. Every dataset item is a whole batch.
+Section 3.1): the token stream is cut into ``bsz`` rows, and window i of the dataset is columns
+``[i*bptt, (i+1)*bptt]`` of all rows (inputs = the first bptt columns, targets = the same shifted by
+one), so row r of window i+1 continues row r of window i and the final recurrent state of one batch
+is the right initial state of the next. Every dataset item is a whole batch.
+
+Two layouts of the rows:
+
+* training (Zaremba's reader): ``bsz`` equal, disjoint rows; the ``numel % bsz`` tail tokens and
+  each row's first token are never targets (as in the paper's setup);
+* ``predict_all`` (validation, ``fairseq-eval-lm``): every token of the split after the first is a
+  target exactly once.  The N - 1 targets are dealt into ``bsz`` rows, the first ``(N - 1) % bsz``
+  rows one target longer, and consecutive rows overlap by one token (row r's last target is row
+  r+1's first input), so a row's first target is predicted from the token before it.  The shorter
+  rows end in one padding target (ignored by the criteria and by ``fairseq-eval-lm``; ``ntokens``
+  counts real targets only).  With ``bsz`` 1 this is the whole stream read once.
 """
 from typing import List, Optional
 
@@ -15,34 +26,49 @@ class StatefulBPTTDataset(FairseqDataset):
 
     ``stream``: 1-D LongTensor (the corpus, line after line, each line ending in </s>).
     With data parallelism the global batch is ``bsz * num_shards`` rows and shard s sees rows
-    ``[s*bsz, (s+1)*bsz)``; every shard gets the same number of windows.
+    ``[s*bsz, (s+1)*bsz)``; every shard gets the same number of windows.  ``predict_all``: the
+    evaluation layout (see the module doc).
     """
 
     def __init__(self, stream: torch.Tensor, bsz: int, bptt: int, pad: int, name: str = "train",
-                 shard_id: int = 0, num_shards: int = 1):
+                 shard_id: int = 0, num_shards: int = 1, predict_all: bool = False):
         super().__init__()
         if bsz < 1 or bptt < 1:
             raise ValueError(f"stateful BPTT: batch size ({bsz}) and --tokens-per-sample ({bptt}) must be >= 1")
         global_bsz = bsz * num_shards
-        row_len = stream.numel() // global_bsz
-        if row_len < 2:
+        n = stream.numel()
+        if (n - 1 if predict_all else n) // global_bsz < (1 if predict_all else 2):
             raise ValueError(
-                f"split {name}: {stream.numel()} tokens cannot fill {global_bsz} streams of at least "
+                f"split {name}: {n} tokens cannot fill {global_bsz} streams of at least "
                 f"2 tokens; lower --batch-size"
             )
         self.stream, self.bsz, self.bptt, self.pad, self.name = stream, bsz, bptt, pad, name
-        self.shard_id, self.num_shards = shard_id, num_shards
-        rows = stream[: row_len * global_bsz].view(global_bsz, row_len)
+        self.shard_id, self.num_shards, self.predict_all = shard_id, num_shards, predict_all
+        rows = self._all_rows(global_bsz)
         self.rows = rows[shard_id * bsz : (shard_id + 1) * bsz].contiguous()
-        self.num_windows = (row_len - 1 + bptt - 1) // bptt  # the last window may be shorter
-        self.sizes = torch.tensor(
-            [min(bptt, row_len - 1 - i * bptt) for i in range(self.num_windows)]
-        ).numpy()
+        n_targets = rows.size(1) - 1
+        self.num_windows = (n_targets + bptt - 1) // bptt  # the last window may be shorter
+        self.sizes = (n_targets - torch.arange(self.num_windows) * bptt).clamp(max=bptt).numpy()
 
-    def rebatch(self, bsz: Optional[int] = None, bptt: Optional[int] = None,
-                shard_id: int = 0, num_shards: int = 1) -> "StatefulBPTTDataset":
-        return StatefulBPTTDataset(self.stream, bsz or self.bsz, bptt or self.bptt, self.pad,
-                                   self.name, shard_id, num_shards)
+    def _all_rows(self, global_bsz: int) -> torch.Tensor:
+        """The ``global_bsz`` rows of the stream, one per line (padded at the end where shorter)."""
+        stream, n = self.stream, self.stream.numel()
+        if not self.predict_all:  # Zaremba's reader: disjoint equal rows, the tail dropped
+            row_len = n // global_bsz
+            return stream[: row_len * global_bsz].view(global_bsz, row_len)
+        per_row, longer = divmod(n - 1, global_bsz)  # targets per row; rows [0, longer) get one more
+        r = torch.arange(global_bsz)
+        n_targets = per_row + (r < longer).long()
+        starts = r * per_row + r.clamp(max=longer)  # row r+1 starts at row r's last target
+        cols = torch.arange(per_row + (longer > 0) + 1)
+        index = (starts.unsqueeze(1) + cols).clamp(max=n - 1)
+        return stream[index].masked_fill(cols > n_targets.unsqueeze(1), self.pad)
+
+    def rebatch(self, bsz: Optional[int] = None, bptt: Optional[int] = None, shard_id: int = 0,
+                num_shards: int = 1, predict_all: Optional[bool] = None) -> "StatefulBPTTDataset":
+        return StatefulBPTTDataset(self.stream, bsz or self.bsz, bptt or self.bptt, self.pad, self.name,
+                                   shard_id, num_shards,
+                                   self.predict_all if predict_all is None else predict_all)
 
     def __len__(self):
         return self.num_windows
@@ -72,7 +98,7 @@ class StatefulBPTTDataset(FairseqDataset):
             "net_input": {"src_tokens": src, "src_lengths": torch.full((B,), T, dtype=torch.long)},
             "target": tgt,
             "nsentences": B,
-            "ntokens": B * T,
+            "ntokens": int(tgt.ne(self.pad).sum()),  # the evaluation layout pads a shorter row's end
             # read by StatefulLanguageModelingTask to reset / continue the carried state
             "bptt_stream": self.name,
             "bptt_window": i,

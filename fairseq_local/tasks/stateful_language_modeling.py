@@ -7,8 +7,12 @@ states of the next batch"): the corpus is one contiguous stream (lines end in </
 (T = ``--tokens-per-sample``, default 35), and the model starts batch i+1 from its final recurrent
 state of batch i (detached, so gradients are truncated at the window boundary). The state is reset
 to zero at the first window of every pass over a split (each epoch, each validation, each
-fairseq-eval-lm run). fairseq-train's validation loss and ``fairseq-eval-lm`` on this task give the
-same perplexity: every token of every row after the row's first is predicted exactly once.
+fairseq-eval-lm run). Training reads the rows as Zaremba's reader does (equal disjoint rows, the
+``numel % rows`` tail dropped). Validation splits and ``fairseq-eval-lm`` (any split) predict every
+token of the split after the first exactly once: the rows overlap by one token and the remainder
+makes some rows one token longer (see :mod:`fairseq_local.data.stateful_bptt_dataset`), so
+fairseq-train's validation loss and ``fairseq-eval-lm`` give the same perplexity, which with batch
+size 1 is the model's perplexity over the whole stream read once.
 ``--batch-size-valid`` sets the number of rows for validation (default: ``--batch-size``, default 20);
 ``fairseq-eval-lm --batch-size`` for evaluation. ``--context-window`` is refused (the carried state
 already provides the context).
@@ -126,7 +130,8 @@ class StatefulLanguageModelingTask(FairseqTask):
             raise FileNotFoundError(f"Dataset not found: {split} ({split_path})")
         stream = concatenate_lines(lines)
         self.datasets[split] = StatefulBPTTDataset(
-            stream, self._batch_size(split), self.cfg.tokens_per_sample, self.dictionary.pad(), split
+            stream, self._batch_size(split), self.cfg.tokens_per_sample, self.dictionary.pad(), split,
+            predict_all=split != self.cfg.train_subset,  # evaluation: every token after the first
         )
         logger.info(f"{split}: {stream.numel():,} tokens, {len(self.datasets[split])} windows "
                     f"of {self.cfg.tokens_per_sample} x {self.datasets[split].bsz} streams")
@@ -187,8 +192,8 @@ class StatefulLanguageModelingTask(FairseqTask):
         if context_window > 0:
             raise ValueError("--context-window: stateful_language_modeling carries the recurrent state "
                              "across windows already; leave --context-window at 0")
-        if batch_size and batch_size != dataset.bsz:
-            dataset = dataset.rebatch(bsz=batch_size)
+        if (batch_size and batch_size != dataset.bsz) or not dataset.predict_all:
+            dataset = dataset.rebatch(bsz=batch_size or dataset.bsz, predict_all=True)
         itr = self.get_batch_iterator(dataset, num_shards=num_shards, shard_id=shard_id,
                                       num_workers=num_workers, data_buffer_size=data_buffer_size
                                       ).next_epoch_itr(shuffle=False)
