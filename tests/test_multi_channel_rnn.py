@@ -142,19 +142,28 @@ def test_incremental_and_reorder(cell, space):
     torch.testing.assert_close(rest, full_r[4:])
 
 
-def test_no_grad_stacked_weight_cache_follows_parameter_updates():
-    """Incremental decoding (no gradients) keeps the stacked [W_1^T; ...; W_J^T]; an in-place update
-    of the W_j (optimizer step, load_state_dict) must be seen by the next call."""
-    layer = _randomise(MultiChannelRNNLayer(3, 4, 3).to(DT))
+@pytest.mark.parametrize("space", ["hidden", "gates"])
+def test_no_grad_calls_see_every_parameter_update(space):
+    """Validation and beam search run without gradients between optimizer steps; the next call must
+    see every update, including fairseq's optimizers' in-place updates of ``p.data`` (which do not
+    bump the parameter's version counter) and ``load_state_dict``."""
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 3, weight_space=space).to(DT))
     x = torch.randn(6, 2, 3, dtype=DT)
     with torch.no_grad():
         before, _ = layer(x)
         again, _ = layer(x)
-        layer.block_weight.mul_(-1.5)
-        after, _ = layer(x)
     torch.testing.assert_close(again, before)
+    layer.block_weight.data.mul_(-1.5)  # what fairseq's Adam does: p.data.addcdiv_(...)
+    with torch.no_grad():
+        after, _ = layer(x)
     assert (after - before).abs().max() > 1e-3
-    torch.testing.assert_close(after, layer(x)[0].detach())  # grad-enabled path: no cache
+    torch.testing.assert_close(after, layer(x)[0].detach())  # the grad-enabled path agrees
+    state = {k: v.clone() for k, v in layer.state_dict().items()}
+    state["block_weight"].mul_(0.5)
+    layer.load_state_dict(state)
+    with torch.no_grad():
+        loaded, _ = layer(x)
+    torch.testing.assert_close(loaded, layer(x)[0].detach())
 
 
 def test_input_proj_from_caller_equals_own_projection():

@@ -231,17 +231,11 @@ class MultiChannelRNNLayer(nn.Module):
         return out, new_state
 
     def _stacked_block_weight(self, w: Tensor) -> Tensor:
-        """``[W_1^T; ...; W_{n-1}^T]`` as one ``(n-1)H x out`` matrix.  That is a transposed copy;
-        without gradients (incremental decoding calls the layer once per step) the copy of the
-        parameter itself is kept until the parameter changes (in place, dtype or device)."""
-        if torch.is_grad_enabled() or w is not self.block_weight:
-            return w.transpose(1, 2).reshape(self.lags * self.hidden_size, -1)
-        key = (w.data_ptr(), w._version, w.dtype, w.device)
-        cached = getattr(self, "_stacked_cache", None)
-        if cached is None or cached[0] != key:
-            cached = (key, w.transpose(1, 2).reshape(self.lags * self.hidden_size, -1))
-            self._stacked_cache = cached
-        return cached[1]
+        """``[W_1^T; ...; W_{n-1}^T]`` as one ``(n-1)H x out`` matrix (a transposed copy, made on
+        every call).  It is deliberately not cached across calls: fairseq's optimizers update
+        ``p.data`` in place, which leaves the parameter's version counter unchanged, so a cache keyed
+        on it served stale weights to validation and ``--eval-bleu`` during training."""
+        return w.transpose(1, 2).reshape(self.lags * self.hidden_size, -1)
 
     def _dropconnect(self, w: Tensor) -> Tensor:
         return F.dropout(w, self.dropconnect, self.training) if self.dropconnect else w
