@@ -89,10 +89,14 @@ def test_arch_defaults_and_cli_override():
     assert model.encoder.layers[0].channels == 4 and model.decoder.layers[1].hidden_size == 256
     _, _, args = _build("mc_rnn_gigaword_2", ["--mc-channels", "3", "--mc-cell-memory", "block_mean"])
     assert args.mc_channels == 3 and args.encoder_layers == 4 and args.mc_cell_memory == "block_mean"
-    gates, _, _ = _build("mc_rnn_iwslt_de_en_3", ["--mc-weight-space", "gates"])
+    gates, _, args = _build("mc_rnn_iwslt_de_en_3")  # table rows: gate space, h0 in every lag slot
+    assert (args.mc_weight_space, args.mc_init_state) == ("gates", "all")
     assert gates.decoder.layers[0].weight_hh is None and gates.decoder.layers[0].block_weight.shape == (3, 1024, 256)
+    assert gates.decoder.layers[0].init_state == "all"
+    hidden, _, args = _build("mc_rnn_gigaword_3", ["--mc-weight-space", "hidden", "--mc-init-state", "first"])
+    assert hidden.decoder.layers[0].block_weight.shape == (3, 256, 256) and hidden.decoder.layers[0].init_state == "first"
     _, _, args = _build("rnnsearch_iwslt_de_en_large")
-    assert args.encoder_hidden_size == 286 and args.dropout == 0.2
+    assert args.encoder_hidden_size == 364 and args.dropout == 0.2
     lm, _, args = _build("mc_rnn_lm_ptb", task="language_modeling")
     assert (args.decoder_layers, args.decoder_hidden_size, args.decoder_embed_dim) == (3, 1150, 400)
     assert lm.decoder.fc_out is None and lm.decoder.layers[0].dropconnect == 0.5  # tied, DropConnect
@@ -109,3 +113,25 @@ def test_models_reject_impossible_options(arch, extra, option):
     task = "language_modeling" if "lm" in arch else "translation"
     with pytest.raises(ValueError, match=option):
         _build(arch, extra, task)
+
+
+def test_table5_controls_are_size_matched_to_mc_rnn_3():
+    """Table 5's point: Baseline-RNN-large and -deep have MC-RNN-3's size (within 2 %) at the
+    paper's ~25k BPE types; MC-RNN-2/3/4 add about the paper's +3/+4/+6M to the baseline."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "analysis" / "mc_rnn_param_counts.py"
+    spec = importlib.util.spec_from_file_location("mc_rnn_param_counts", path)
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    src, tgt = counts._dict(25000), counts._dict(25000)
+    n = {arch: counts.count(arch, src, tgt) for arch in (
+        "rnnsearch_iwslt_de_en", "rnnsearch_iwslt_de_en_large", "rnnsearch_iwslt_de_en_deep",
+        "mc_rnn_iwslt_de_en_2", "mc_rnn_iwslt_de_en_3", "mc_rnn_iwslt_de_en_4")}
+    mc3 = n["mc_rnn_iwslt_de_en_3"]
+    assert abs(n["rnnsearch_iwslt_de_en_large"] / mc3 - 1) < 0.02, n
+    assert abs(n["rnnsearch_iwslt_de_en_deep"] / mc3 - 1) < 0.02, n
+    increments = [(n[f"mc_rnn_iwslt_de_en_{k}"] - n["rnnsearch_iwslt_de_en"]) / 1e6 for k in (2, 3, 4)]
+    for ours, paper in zip(increments, (3, 4, 6)):
+        assert abs(ours - paper) < 0.5, increments

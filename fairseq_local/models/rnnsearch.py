@@ -122,15 +122,26 @@ def rnnsearch_iwslt_de_en(args):
 
 @register_model_architecture("rnnsearch", "rnnsearch_iwslt_de_en_large")
 def rnnsearch_iwslt_de_en_large(args):
-    """Baseline-RNN-large (Table 5): hidden size 286."""
-    set_defaults(args, encoder_hidden_size=286, decoder_hidden_size=286)
+    """Baseline-RNN-large (Table 5), the size-matched control of MC-RNN-3: wider hidden states.
+
+    The paper widens 256 -> 286 units and reports 29M parameters, "almost the same" as MC-RNN-3.
+    With our counting 286 units add only 1.0M (25.1M against MC-RNN-3's 28.2M at 25k/25k BPE
+    types), so the row would not control for size; 364 units give 28.26M, within 0.2 % of
+    ``mc_rnn_iwslt_de_en_3`` (pinned by a test).  ``--encoder-hidden-size 286
+    --decoder-hidden-size 286`` is the paper's literal width."""
+    set_defaults(args, encoder_hidden_size=364, decoder_hidden_size=364)
     rnnsearch_iwslt_de_en(args)
 
 
 @register_model_architecture("rnnsearch", "rnnsearch_iwslt_de_en_deep")
 def rnnsearch_iwslt_de_en_deep(args):
-    """Baseline-RNN-deep (Table 5): 3 layers."""
-    set_defaults(args, encoder_layers=3, decoder_layers=3)
+    """Baseline-RNN-deep (Table 5), the other size-matched control: 3 layers.
+
+    The paper goes from 2 to 3 layers and reports 29M parameters.  With our counting 3 layers of
+    256 units are 26.1M, 7 % below MC-RNN-3's 28.2M, so the layers are also widened to 296 units
+    (28.25M, within 0.1 %; pinned by a test).  ``--encoder-hidden-size 256 --decoder-hidden-size
+    256`` is the paper's literal width."""
+    set_defaults(args, encoder_layers=3, decoder_layers=3, encoder_hidden_size=296, decoder_hidden_size=296)
     rnnsearch_iwslt_de_en(args)
 
 
