@@ -99,15 +99,20 @@ def main(argv=None):
         fail(f"{a.hyp} is empty")
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
     s["nrefs"] = len(refs)
-    for line in format_scores(s):
-        print(line)
     if a.json:
         tmp = f"{a.json}.tmp.{os.getpid()}"
         with open(tmp, "w") as f:
             json.dump(s, f, indent=2)
         os.replace(tmp, a.json)
+    for line in format_scores(s):
+        print(line)
     return s
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`score.py ... | head -1`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the flush at exit
+        sys.exit(1)

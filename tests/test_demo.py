@@ -1,0 +1,71 @@
+"""scripts/demo.sh end to end on a tiny corpus: it stops on its update count, its time cap says so
+when it fires, and a scorer whose reader stops early does not print a traceback."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contract_lib import REPO
+
+ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+
+
+def demo(tmp_path, *args):
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), "--out", str(tmp_path / "demo"),
+                           "--train-size", "120", "--test-size", "6", *args],
+                          capture_output=True, text=True, env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("minutes,cap", [("30", False), ("0.0001", True)])
+def test_demo_stops_on_updates_and_says_when_the_time_cap_fires(tmp_path, minutes, cap):
+    proc = demo(tmp_path, "--max-update", "3", "--minutes", minutes)
+    out = tmp_path / "demo"
+    log = (out / "train.log").read_text()
+    updates = int(re.findall(r"num_updates (\d+)", log)[-1])
+    capped = re.search(r"time cap: training stopped after (\d+) of 3 updates \(--minutes 0\.0001\); "
+                       r"the model is only partly trained", proc.stderr)
+    if cap:  # fairseq checks the cap after each update: the first one already exceeds 0.006 s
+        assert updates == 1 and capped and capped.group(1) == "1", proc.stderr[-2000:]
+    else:
+        assert updates == 3 and not capped and "time cap" not in proc.stderr
+    assert f"demo finished in" in proc.stderr and f"after {updates} updates" in proc.stderr
+    assert "on 1 thread(s)" in proc.stderr
+    bleu = json.loads((out / "bleu.json").read_text())
+    assert f"{bleu['bleu_label']} = {bleu['bleu']:.2f}   [{bleu['bleu_signature']}]" in proc.stdout.splitlines()
+    assert len((out / "gen" / "hyp.txt").read_text().splitlines()) == 6
+    copy = json.loads((out / "copy_bleu.json").read_text())["bleu"]
+    assert f"copies the source scores {copy:.2f} BLEU" in proc.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-update", "0"], "--max-update must be a positive integer, not '0'"),
+    (["--minutes", "0"], "--minutes must be a positive number, not '0'"),
+    (["--minutes", "abc"], "--minutes must be a positive number, not 'abc'"),
+    (["--test-size", "-3"], "--test-size must be a positive integer, not '-3'"),
+])
+def test_demo_bad_options_one_line(args, needle):
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), *args], capture_output=True, text=True,
+                          env=ENV, timeout=60)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [f"demo.sh: error: {needle}"]
+
+
+def test_score_into_a_closed_pipe_is_no_traceback(tmp_path):
+    """`score.py ... | head -1` when head has gone: exit status 1, no traceback, JSON still written."""
+    (tmp_path / "h").write_text("a b c d\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before score.py prints
+    try:
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "score.py"), "--hyp", str(tmp_path / "h"),
+                               "--ref", str(tmp_path / "h"), "--json", str(tmp_path / "s.json")],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1 and proc.stderr == ""
+    assert json.loads((tmp_path / "s.json").read_text())["bleu"] == pytest.approx(100.0)
