@@ -2,6 +2,15 @@
 validation, on tiny real data shaped like its row's dataset (tests/real_data.py).  The YAMLs are
 globbed when the tests are collected, so a new YAML is covered without editing this file.
 
+Each YAML runs inside the test process (a new interpreter per YAML spent most of its time importing
+torch and fairseq): fairseq's schema registered under the YAML's name and Hydra's compose API over
+the YAML's directory with the same overrides, as ``fairseq-hydra-train --config-dir DIR
+--config-name NAME`` does, then that command's own entry (``fairseq_cli.hydra_train._hydra_main``:
+defaults, resolution, ``fairseq_cli.train.main``, which resets fairseq's metrics), with the other
+cross-run state (Hydra's global instance, the best-checkpoint and early-stopping memories) fresh for
+each YAML.  ``test_in_process_equals_the_console_script`` checks that this trains the same weights
+as the ``fairseq-hydra-train`` process.
+
 Which data a row gets: language-modelling tasks -> PTB text (``lm``); ``lattice_translation`` ->
 Tatoeba Zh-En lattices (character chains for ``*char*`` rows, jieba chains for the other RNNSearch
 baselines, jieba + thulac + snownlp lattices otherwise); ``translation`` -> by the row's languages:
@@ -24,6 +33,7 @@ Overrides, and why (nothing else of the YAML changes):
   and the tiny vocabulary (~400 types) is smaller than the YAML's 10000.
 """
 import glob
+import logging
 import math
 import re
 from pathlib import Path
@@ -33,7 +43,7 @@ import torch
 from omegaconf import OmegaConf
 
 import fairseq_local  # noqa: F401  (the safe-loading allow-list for checkpoints)
-from contract_lib import REPO, USER_DIR, hydra_train
+from contract_lib import REPO, USER_DIR, force_overrides, hydra_train
 from real_data import RealData
 
 CONFIGS = sorted(Path(p).relative_to(REPO / "configs").with_suffix("").as_posix()
@@ -99,18 +109,42 @@ def batch_overrides(cfg) -> list:
     return ["dataset.max_tokens=300", "dataset.batch_size=null"]
 
 
+def hydra_train_in_process(config: Path, overrides, caplog) -> str:
+    """``fairseq-hydra-train --config-dir config.parent --config-name config.stem ++overrides`` in
+    this process; returns its log."""
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.initialize import hydra_init
+    from fairseq_cli import train as train_cli
+    from fairseq_cli.hydra_train import _hydra_main
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    for fn, attr in ((checkpoint_utils.save_checkpoint, "best"), (train_cli.should_stop_early, "best"),
+                     (train_cli.should_stop_early, "num_runs")):
+        if hasattr(fn, attr):
+            delattr(fn, attr)
+    GlobalHydra.instance().clear()
+    hydra_init(config.stem)  # fairseq's schema under the YAML's name, as fairseq-hydra-train does
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        with initialize_config_dir(config_dir=str(config.parent), version_base=None):
+            cfg = compose(config_name=config.stem, overrides=force_overrides(overrides))
+        _hydra_main(cfg)
+    GlobalHydra.instance().clear()
+    return caplog.text
+
+
 @pytest.mark.parametrize("config", CONFIGS)
-def test_yaml_trains_and_validates(config, real_data, tmp_path):
+def test_yaml_trains_and_validates(config, real_data, tmp_path, caplog):
     cfg = load(config)
     data = real_data(data_kind(config, cfg))
     save = tmp_path / "ckpt"
-    proc = hydra_train(REPO / "configs" / f"{config}.yaml", [
+    log = hydra_train_in_process(REPO / "configs" / f"{config}.yaml", [
         f"task.data={data}", f"common.user_dir={USER_DIR}", f"checkpoint.save_dir={save}",
         "common.cpu=true", "common.log_format=simple", "common.log_interval=1", "common.no_progress_bar=true",
         "distributed_training.distributed_world_size=1", "dataset.num_workers=0",
         f"optimization.max_update={UPDATES}", *batch_overrides(cfg), *width_overrides(cfg),
-    ], tmp_path)
-    log = proc.stdout + proc.stderr
+    ], caplog)
     state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     assert state["optimizer_history"][-1]["num_updates"] == UPDATES, f"{config}: not {UPDATES} updates"
     valid = re.findall(r"valid on 'valid' subset \| loss ([^ |]+)", log)
@@ -140,3 +174,24 @@ def test_loss_normalisation_is_the_papers(config):
     if not config.startswith("_selftest/"):
         text = (REPO / "configs" / f"{config}.yaml").read_text(encoding="utf-8")
         assert "Loss normalisation" in text, f"{config}: its comment does not give the loss normalisation"
+
+
+def test_in_process_equals_the_console_script(real_data, tmp_path, caplog):
+    """The in-process run above and a ``fairseq-hydra-train`` process train the same weights."""
+    config = CONFIGS[0]
+    cfg = load(config)
+    states = []
+    for how in ("process", "in_process"):
+        save = tmp_path / how
+        overrides = [f"task.data={real_data(data_kind(config, cfg))}", f"common.user_dir={USER_DIR}",
+                     f"checkpoint.save_dir={save}", "common.cpu=true", "common.log_format=simple",
+                     "distributed_training.distributed_world_size=1", "dataset.num_workers=0",
+                     f"optimization.max_update={UPDATES}", *batch_overrides(cfg), *width_overrides(cfg)]
+        if how == "process":
+            proc = hydra_train(REPO / "configs" / f"{config}.yaml", overrides, tmp_path)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+        else:
+            hydra_train_in_process(REPO / "configs" / f"{config}.yaml", overrides, caplog)
+        states.append(torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=True)["model"])
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0]), config
