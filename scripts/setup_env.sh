@@ -76,53 +76,46 @@ if [ -f "$VENV/.fairseq_local_stamp" ] && [ "$(cat "$VENV/.fairseq_local_stamp")
   return 0 2>/dev/null || exit 0
 fi
 
+_install() {  # each step ends the install on failure (also where errexit is off: `source ... && x`)
 echo "[setup] installing into $VENV (first run compiles fairseq: a few minutes)" >&2
 _log="$VENV/.install.log"
-pip_q() {  # quiet pip; its full output is shown only when it fails
-  echo "[setup] pip install $*" >&2
-  if ! python -m pip install --disable-pip-version-check -q "$@" >>"$_log" 2>&1; then
-    grep -v "Location 'file:" "$_log" | tail -n 30 >&2
-    echo "[setup] error: 'pip install $*' failed (full log: $_log)" >&2
-    return 1
-  fi
-}
 : >"$_log"
-pip_q --upgrade pip
+pip_q --upgrade pip || return 1
 
 # 1. torch
 _torch=$(python -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 if [ "$TORCH_MODE" = system ]; then
-  [ -n "$_torch" ] || { _setup_err "FAIRSEQ_LOCAL_TORCH=system, but $PYTHON_BIN cannot import torch"; return 2 2>/dev/null || exit 2; }
+  [ -n "$_torch" ] || { _setup_err "FAIRSEQ_LOCAL_TORCH=system, but $PYTHON_BIN cannot import torch"; return 1; }
   python -c 'import sys, torch; sys.exit(tuple(map(int, torch.__version__.split("+")[0].split(".")[:2])) < (2, 1))' \
-    || { _setup_err "FAIRSEQ_LOCAL_TORCH=system: torch $_torch is older than 2.1"; return 2 2>/dev/null || exit 2; }
+    || { _setup_err "FAIRSEQ_LOCAL_TORCH=system: torch $_torch is older than 2.1"; return 1; }
   echo "[setup] keeping the system's torch $_torch" >&2
 elif [ -n "$_torch" ]; then
   echo "[setup] torch $_torch already present" >&2
 elif [ "$TORCH_MODE" = cpu ]; then
-  pip_q "$TORCH_SPEC" --index-url https://download.pytorch.org/whl/cpu
+  pip_q "$TORCH_SPEC" --index-url https://download.pytorch.org/whl/cpu || return 1
 else
-  pip_q "$TORCH_SPEC"
+  pip_q "$TORCH_SPEC" || return 1
 fi
 
 # 2. numpy and build tools (numpy<2 on 3.11 only: see pyproject.toml; a numpy that fits is kept)
 _numpy="numpy"; [ "$_pyver" = 3.11 ] && _numpy="numpy<2"
 python -c "import numpy, sys; sys.exit('$_pyver' == '3.11' and int(numpy.__version__.split('.')[0]) >= 2)" 2>/dev/null \
-  || pip_q "$_numpy"
-pip_q cython "setuptools>=64,<81" wheel
+  || pip_q "$_numpy" || return 1
+pip_q cython "setuptools>=64,<81" wheel || return 1
 
 # 3. fairseq-fixed without its dependencies, unless a distribution of the fairseq module is installed
 _fairseq_spec=$(python -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["tool"]["fairseq-local"]["fairseq"])' \
-  "$_root/pyproject.toml")
+  "$_root/pyproject.toml") || return 1
 if [ -z "${FAIRSEQ_LOCAL_SKIP_FAIRSEQ_DEP:-}" ] && ! python -m pip show -q fairseq >/dev/null 2>&1 \
     && ! python -m pip show -q "${_fairseq_spec%%==*}" >/dev/null 2>&1; then
-  pip_q --no-build-isolation --no-deps "$_fairseq_spec"
+  pip_q --no-build-isolation --no-deps "$_fairseq_spec" || return 1
 fi
 
 # 4. fairseq_local (setup.py adds what fairseq imports)
-pip_q --no-build-isolation --check-build-dependencies -e "$_root[$EXTRAS]"
+pip_q --no-build-isolation --check-build-dependencies -e "$_root[$EXTRAS]" || return 1
 
 # an earlier install (or fairseq-fixed's own requirements) may have put an unusable torchaudio here
-python - <<'PY'
+python - <<'PY' || return 1
 import importlib.util, os, subprocess, sys
 spec = importlib.util.find_spec("torchaudio")
 if spec and os.path.realpath(spec.origin).startswith(os.path.realpath(sys.prefix) + os.sep):
@@ -131,8 +124,22 @@ if spec and os.path.realpath(spec.origin).startswith(os.path.realpath(sys.prefix
               file=sys.stderr, flush=True)
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "torchaudio"], check=True)
 PY
-python - <<'PY'
+python - <<'PY' || return 1
+import sys
 import fairseq_local, fairseq
-print(f"[setup] fairseq {fairseq.__version__} + fairseq_local {fairseq_local.__version__} ready", flush=True)
+print(f"[setup] fairseq {fairseq.__version__} + fairseq_local {fairseq_local.__version__} ready", file=sys.stderr)
 PY
+}
+pip_q() {  # quiet pip; its full output is shown only when it fails
+  echo "[setup] pip install $*" >&2
+  if ! python -m pip install --disable-pip-version-check -q "$@" >>"$_log" 2>&1; then
+    grep -v "Location 'file:" "$_log" | tail -n 30 >&2
+    echo "[setup] error: 'pip install $*' failed (full log: $_log)" >&2
+    return 1
+  fi
+}
+if ! _install; then
+  _setup_err "installing into $VENV failed (see above); nothing is marked as installed"
+  return 1 2>/dev/null || exit 1
+fi
 echo "$_want" > "$VENV/.fairseq_local_stamp"

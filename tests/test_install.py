@@ -130,3 +130,25 @@ def test_no_broken_torchaudio_installed():
             "import torchaudio\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"torchaudio is installed but cannot be imported:\n{proc.stderr[-1500:]}"
+
+
+def test_setup_env_stops_at_a_failed_step_even_when_sourced_in_a_list(tmp_path):
+    """`source scripts/setup_env.sh && ...` runs the script with errexit off: a failed pip step must
+    still end the install, without marking the environment as installed."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("include-system-site-packages = false\n")
+    python = venv / "bin" / "python"
+    python.write_text('#!/bin/sh\ncase "$*" in *version_info*) echo 3.11 ;; *) exit 1 ;; esac\n')
+    python.chmod(0o755)
+    (venv / "bin" / "activate").write_text(f'PATH="{venv / "bin"}:$PATH"\n')
+    env = dict(os.environ, FAIRSEQ_LOCAL_VENV=str(venv))
+    env.pop("VIRTUAL_ENV", None)
+    proc = subprocess.run(["bash", "-c", f"source {REPO / 'scripts' / 'setup_env.sh'} && echo reached"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0 and "reached" not in proc.stdout
+    assert "[setup] error: 'pip install --upgrade pip' failed" in proc.stderr
+    assert "pip install torch" not in proc.stderr  # nothing after the failed step
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"setup_env.sh: error: installing into {venv} failed (see above); nothing is marked as installed"
+    assert not (venv / ".fairseq_local_stamp").exists()
