@@ -434,10 +434,18 @@ def _tiny_corpus(src, dst, langs, n_train, n_valid):
 
 def test_lattice_zh_en_small(shared_data, tmp_path):
     _tiny_corpus(shared_data / "tatoeba-zh-en", tmp_path / "corpus", ("zh", "en"), 120, 10)
+    for lang in ("zh", "en"):  # a pair over the paper's training limit (70 characters, 50 words)
+        long = " ".join(lines(tmp_path / "corpus" / f"train.{lang}")[:60]) + "\n"
+        for split in ("train", "valid"):
+            path = tmp_path / "corpus" / f"{split}.{lang}"
+            path.write_text(path.read_text(encoding="utf-8") + long, encoding="utf-8")
     env = dict(ENV, SMALL="1", SYSTEMS="lattice char", THRESHOLD="1",
                ARCH_ARGS="--encoder-embed-dim 16 --decoder-embed-dim 16 --encoder-hidden-size 16 --decoder-hidden-size 16")
     proc = recipe("lattice_zh_en_small.sh", "corpus", "work", cwd=tmp_path, env=env)
     assert len(BLEU_DETOK.findall(proc.stdout)) == 2
+    assert len(lines(tmp_path / "work" / "raw" / "train.zh")) == 120  # the long pair left training only
+    for kind in ("lattice", "char"):  # ... and validation kept it
+        assert "will be skipped" not in (tmp_path / "work" / f"train.{kind}.log").read_text(encoding="utf-8")
     link = tmp_path / "work" / "raw" / "lattice" / "valid.en"
     assert link.is_symlink() and link.resolve().is_file()  # a relative WORK_DIR gives no dangling links
     valid = lines(tmp_path / "corpus" / "valid.en")

@@ -9,15 +9,16 @@
 # files next to everything it derives from the corpus, keep them with the data.
 #
 # Stages (skip finished ones by leaving their outputs in place):
-#   1. English: Moses tokenization (sacremoses);
+#   1. English: Moses tokenization (sacremoses); the paper's length filter (<= MAX_CHARS source
+#      characters, <= MAX_WORDS target words) on the training pairs only: no dev sentence is dropped;
 #   2. Chinese: lattices from jieba+thulac+snownlp (jieba = primary path), jieba chains (word-level
 #      baseline) and character chains (character-level baseline), scripts/build_lattices.py;
 #   3. binarize each with scripts/preprocess_lattices.py (word types seen >= THRESHOLD times, 50k cap);
 #   4. unless PREP_ONLY=1: train DWL+gating, word-level and char-level RNNSearch for MINUTES minutes
 #      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive
 #      BLEU of the detokenized output against CORPUS_DIR/valid.en (scripts/lib/common.sh score_translation).
-# Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), ARCH_ARGS (smaller than the paper's sizes,
-# for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY, SYSTEMS ("lattice word char"), SMALL=1 (a smoke run:
+# Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), MAX_CHARS (70), MAX_WORDS (50), ARCH_ARGS
+# (smaller than the paper's sizes, for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY, SYSTEMS ("lattice word char"), SMALL=1 (a smoke run:
 # 2 updates, beam 2), SCORE_ONLY=1 (re-score WORK/gen.KIND/generate-valid.txt).
 set -euo pipefail
 # shellcheck source=../lib/common.sh
@@ -33,6 +34,8 @@ SYSTEMS=${SYSTEMS:-lattice word char}
 WORKERS=${WORKERS:-2}
 THRESHOLD=${THRESHOLD:-2}
 MINUTES=${MINUTES:-4}
+MAX_CHARS=${MAX_CHARS:-70}
+MAX_WORDS=${MAX_WORDS:-50}
 ARCH_ARGS=${ARCH_ARGS:---encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-hidden-size 256 --decoder-hidden-size 256 --dropout 0.2}
 SPLITS="train valid"
 [ -f "$CORPUS/test.zh" ] && SPLITS="$SPLITS test"
@@ -42,15 +45,35 @@ done
 mkdir -p "$WORK/raw"
 cp "$CORPUS"/*.attribution "$WORK/raw/" 2>/dev/null || true
 
-# 1. English tokenization (written atomically)
-for s in $SPLITS; do [ -f "$WORK/raw/$s.en" ] || moses_tok en "$CORPUS/$s.en" "$WORK/raw/$s.en"; done
+# 1. English tokenization (written atomically); the paper's length filter applies to the training
+#    pairs only (WORK/raw/train.zh + train.en): dev sentences of any length are validated and translated
+for s in $SPLITS; do
+  tok=$WORK/raw/$s.en; [ "$s" = train ] && tok=$WORK/raw/train.all.en
+  [ -f "$tok" ] || moses_tok en "$CORPUS/$s.en" "$tok"
+done
+[ -f "$WORK/raw/train.en" ] || $PY - "$CORPUS/train.zh" "$WORK/raw/train.all.en" "$WORK/raw/train" "$MAX_CHARS" "$MAX_WORDS" <<'EOF'
+import os, sys
+zh_path, en_path, out, maxc, maxw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+zh = open(zh_path, encoding="utf-8").read().splitlines()
+en = open(en_path, encoding="utf-8").read().splitlines()
+if len(zh) != len(en):
+    sys.exit(f"lattice_zh_en_small.sh: error: {zh_path} has {len(zh)} lines, {en_path} has {len(en)}")
+kept = [(z, e) for z, e in zip(zh, en)
+        if z.strip() and e.strip() and len("".join(z.split())) <= maxc and len(e.split()) <= maxw]
+for lang, k in (("zh", 0), ("en", 1)):  # train.en last: its presence marks the stage as done
+    with open(f"{out}.{lang}.tmp", "w", encoding="utf-8") as f:
+        f.writelines(pair[k] + "\n" for pair in kept)
+    os.replace(f"{out}.{lang}.tmp", f"{out}.{lang}")
+print(f"train: kept {len(kept)} of {len(zh)} pairs (<= {maxc} characters, <= {maxw} words)", file=sys.stderr)
+EOF
 
 # 2. lattices and chains
 for kind in $SYSTEMS; do
   case $kind in lattice) SEG=jieba,thulac,snownlp;; word) SEG=jieba;; char) SEG=char;; esac
   mkdir -p "$WORK/raw/$kind"
   for s in $SPLITS; do
-    [ -f "$WORK/raw/$kind/$s.zh" ] || nice -n 10 $PY "$REPO/scripts/build_lattices.py" --input "$CORPUS/$s.zh" \
+    src=$CORPUS/$s.zh; [ "$s" = train ] && src=$WORK/raw/train.zh
+    [ -f "$WORK/raw/$kind/$s.zh" ] || nice -n 10 $PY "$REPO/scripts/build_lattices.py" --input "$src" \
         --output "$WORK/raw/$kind/$s.zh" --segmenters $SEG --workers "$WORKERS"
     ln -sf "$WORK/raw/$s.en" "$WORK/raw/$kind/$s.en"
   done
@@ -78,7 +101,6 @@ for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_c
   if [ "${SCORE_ONLY:-0}" != 1 ]; then
     nice -n 10 fairseq-train "$WORK/bin/$kind" --user-dir "$USER_DIR" --task lattice_translation \
         --arch "$arch" $ARCH_ARGS --optimizer rmsprop --lr 5e-4 --clip-norm 1.0 --sentence-avg --batch-size 80 \
-        --max-source-positions 70 --max-target-positions 50 --skip-invalid-size-inputs-valid-test \
         "${BUDGET[@]}" --save-dir "$ckpt" --no-epoch-checkpoints \
         --log-format simple --log-interval 50 --num-workers 0 --cpu "${SMALL_CLI[@]}" ${EXTRA_TRAIN_ARGS:-} \
         > "$WORK/train.$kind.log" 2>&1 || { tail -n 5 "$WORK/train.$kind.log" >&2; die "training $kind failed (log: $WORK/train.$kind.log)"; }
