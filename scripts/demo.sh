@@ -6,8 +6,8 @@
 #                             [--train-size N] [--test-size N]
 #   --out DIR        work directory (default: demo_out/); it is replaced on each run
 #   --arch ARCH      architecture to train (default: mc_rnn_demo, a small MC-RNN-2)
-#   --max-update N   training stops after N updates (default: 500, enough for mc_rnn_demo to
-#                    learn the task: BLEU > 90)
+#   --max-update N   training stops after N updates (default: 500; with mc_rnn_demo's defaults,
+#                    test BLEU after 200/300/400/500/600 updates: 0.3/2.0/68.2/100.0/100.0)
 #   --minutes M      safety cap on training time (default: 60); says so when it stops training
 #   --train-size N   synthetic training pairs (default: 6000)
 #   --test-size N    synthetic test pairs translated and scored (default: 300)
