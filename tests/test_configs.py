@@ -126,11 +126,19 @@ def hydra_train_in_process(config: Path, overrides, caplog) -> str:
     GlobalHydra.instance().clear()
     hydra_init(config.stem)  # fairseq's schema under the YAML's name, as fairseq-hydra-train does
     caplog.clear()
-    with caplog.at_level(logging.INFO):
-        with initialize_config_dir(config_dir=str(config.parent), version_base=None):
-            cfg = compose(config_name=config.stem, overrides=force_overrides(overrides))
-        _hydra_main(cfg)
-    GlobalHydra.instance().clear()
+    from hydra.version import VersionBase
+
+    saved_base = VersionBase.instance().getbase()
+    try:
+        with caplog.at_level(logging.INFO):
+            # version_base 1.1, as fairseq-hydra-train's @hydra.main gets: a newer base stays set for
+            # the whole process and makes fairseq's later hydra.experimental calls raise ImportError
+            with initialize_config_dir(config_dir=str(config.parent), version_base="1.1"):
+                cfg = compose(config_name=config.stem, overrides=force_overrides(overrides))
+            _hydra_main(cfg)
+    finally:
+        VersionBase.instance().setbase(saved_base)
+        GlobalHydra.instance().clear()
     return caplog.text
 
 
