@@ -3,8 +3,9 @@
 Data directories come from ``scripts/preprocess_lattices.py``: ``dict.{src}.txt`` (words over
 lattice edges), ``dict.{tgt}.txt``, per split the source lattices ``{split}.{src}-{tgt}.{src}``
 (+ ``.nchars.npy``) and the target exactly as ``fairseq-preprocess`` writes it.  Batches are made
-by character length (``--max-source-positions 70 --max-target-positions 50`` reproduce the
-paper's filter).  ``fairseq-interactive`` reads raw Chinese and builds lattices on the fly with
+by character length.  The paper's length filter (70 characters, 50 words) belongs to data
+preparation and applies to the training pairs only (``scripts/recipes/lattice_zh_en_small.sh``);
+``--max-source-positions``/``--max-target-positions`` would also drop dev and test sentences.  ``fairseq-interactive`` reads raw Chinese and builds lattices on the fly with
 ``--lattice-segmenters`` (the same segmenters as scripts/build_lattices.py; the source side skips
 ``--tokenizer``/``--bpe``, which apply to the target only); an empty input line gets an empty
 translation.  ``--lattice-one-best`` replaces every lattice by its primary path as a chain (the
