@@ -9,6 +9,7 @@ from fairseq_local.version import __version__  # noqa: F401
 from fairseq_local import _quiet  # noqa: F401  (must run before fairseq is imported)
 from fairseq_local import safe_loading  # noqa: F401
 from fairseq_local import data, modules, models, optim, patches, tasks  # noqa: F401
+from fairseq_local import criterions  # noqa: F401
 
 safe_loading.install()
 patches.install_all()

@@ -11,7 +11,7 @@ import torch
 import fairseq_local  # noqa: F401
 from fairseq.data import Dictionary
 from fairseq_local.models.gencnn import GenCNNConfig, GenCNNDecoder, GenCNNLanguageModel, load_word2vec
-from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, parse_layers
+from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, LayerShape, parse_layers
 
 L_ALPHA, L_BETA, E = 9, 6, 5
 ALPHA = [(3, 4, 3), (2, 3, 2)]  # window 10 -> conv 8 -> gate 4 -> conv 3 -> gate 2 (1 passes through)
@@ -22,7 +22,8 @@ BETA = [(3, 4, 0), (2, 3, 0)]  # window 7 -> conv 5 -> gate 3 (1 passes) -> conv
 # the plain reference: one window at a time, one location at a time
 # ------------------------------------------------------------------------------------------
 def ref_unit(stack, window):
-    """Eq. 3-5 for one window given as a list of vectors (slot first), then the FC layer."""
+    """Eq. 3-5 for one window given as a list of vectors (slot first), then the FC layer; with
+    pooling (Section 3.2), the larger of the pair per feature map instead of Eq. 5."""
     w, H = stack.w, list(window)
     for li, s in enumerate(stack.shapes):
         k = s.kernel
@@ -43,6 +44,9 @@ def ref_unit(stack, window):
         out = [Z[0]] if s.offset else []  # odd count: the oldest location passes through
         for j in range(s.n_pairs):
             a = s.offset + 2 * j  # the pair (2j-1, 2j) of the paper, 0-based
+            if not stack.gated:  # max-pooling; a tie selects the older location
+                out.append(torch.where(Z[a] >= Z[a + 1], Z[a], Z[a + 1]))
+                continue
             gates = []
             if s.n_tf:
                 gates.append(torch.sigmoid(w[f"gate_tf_w{li}"].reshape(s.n_tf, -1) @ segment(a, k + 1, s.c_tf)
@@ -118,13 +122,16 @@ def _left_padded_batch(B, T):
     return emb, nonpad, torch.randn(B, T, 7, dtype=torch.float64)
 
 
-def _output_and_grads(body, fn, emb, weight):
-    """[output, d/d emb, d/d every parameter] of sum(fn(emb) * weight)."""
+def _output_and_grads(body, fn, emb, weight, missing_grad_zero=False):
+    """[output, d/d emb, d/d every parameter] of sum(fn(emb) * weight).  ``missing_grad_zero``:
+    a parameter the output does not reach (the βCNN's, for sentences up to L_α) counts as 0."""
     x = emb.clone().requires_grad_(True)
-    body.zero_grad()
+    body.zero_grad(set_to_none=True)
     out = fn(x)
     (out * weight).sum().backward()
-    return [out.detach(), x.grad] + [p.grad.clone() for p in body.parameters()]
+    grads = [torch.zeros_like(p) if p.grad is None and missing_grad_zero else p.grad.clone()
+             for p in body.parameters()]
+    return [out.detach(), x.grad] + grads
 
 
 @pytest.mark.parametrize("tf_input", ["tf", "all"])
@@ -141,21 +148,97 @@ def test_vectorised_gradients_equal_reference_gradients(tf_input, variant):
         torch.testing.assert_close(g, e, rtol=0, atol=1e-10)
 
 
+def explicit_windows_body(body, emb, nonpad):
+    """genCNN over every window of emb (B, T, E) gathered explicitly and run through
+    ``forward_windows`` (the incremental decoder's per-window path), the βCNN recursion one
+    block of L_β positions at a time: the whole-sentence path without shared streams or the
+    location-0 chain."""
+    B, T, _ = emb.shape
+    La, Lb = body.L_alpha, body.L_beta
+
+    def windows(seq, L, slot):  # window t = seq[t .. t+L] with location 0 replaced by slot[:, t]
+        w = seq.unfold(1, L + 1, 1).transpose(2, 3)[:, : slot.shape[1]]
+        return torch.cat([slot[:, :, None], w[:, :, 1:]], 2)
+
+    n = max(T - La, 0)
+    S = emb.new_zeros(B, n, E)
+    if body.use_beta and n:
+        has_hist = (nonpad.cumsum(1) > 0)[:, :n, None].to(emb.dtype)
+        seq = torch.cat([emb.new_zeros(B, Lb, E), emb[:, :n]], 1)
+        blocks = []
+        for b0 in range(0, n, Lb):
+            m = min(Lb, n - b0)
+            slot = blocks[-1][:, :m] if blocks else emb.new_zeros(B, m, E)
+            X = windows(seq[:, b0:], Lb, slot)
+            blocks.append(body.beta.forward_windows(X.reshape(B * m, Lb + 1, E)).view(B, m, E)
+                          * has_hist[:, b0:b0 + m])
+        S = torch.cat(blocks, 1)
+    slot = torch.cat([emb.new_zeros(B, T - n, E), S], 1)
+    X = windows(torch.cat([emb.new_zeros(B, La, E), emb], 1), La, slot)
+    return body.alpha.forward_windows(X.reshape(B * T, La + 1, E)).view(B, T, -1)
+
+
+@pytest.mark.parametrize("merge", ["gating", "pooling"])
 @pytest.mark.parametrize("tf_input", ["tf", "all"])
-@pytest.mark.parametrize("chunk_rows", [1, 5, 13])
-def test_chunked_windows_equal_unchunked(tf_input, chunk_rows):
-    """Windows processed in chunks (of sentences, or of windows of one long sentence, to bound
-    allocation sizes) give the same outputs and gradients as all windows at once."""
-    body = make_body(tf_input)
-    emb, nonpad, weight = _left_padded_batch(3, L_ALPHA + 2 * L_BETA + 3)
+def test_whole_sentence_forward_equals_explicit_windows_every_length(tf_input, merge):
+    """The whole-sentence forward (every window of a batch at once: shared TIME-FLOW streams, the
+    βCNN's location-0 chain per recursion block) equals the explicit per-window path, outputs and
+    gradients, in float64, for every sentence length 1 .. 3·L_α (no, one, two and three βCNN
+    blocks; partial last blocks)."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, L_ALPHA, ALPHA, 7, L_beta=L_BETA, beta_layers=BETA, tf_input=tf_input,
+                      init_range=0.4, merge=merge).double()
+    g = torch.Generator().manual_seed(2)
+    for T in range(1, 3 * L_ALPHA + 1):
+        emb = torch.randn(3, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(3, T, dtype=torch.bool)
+        pad = min(4, T - 1)
+        nonpad[1, :pad] = False
+        emb[1, :pad] = 0
+        weight = torch.randn(3, T, 7, dtype=torch.float64, generator=g)
+        got, expected = (_output_and_grads(body, fn, emb, weight, missing_grad_zero=T <= L_ALPHA) for fn in (
+            lambda x: body(x, nonpad)[0], lambda x: explicit_windows_body(body, x, nonpad)))
+        for i, (a, b) in enumerate(zip(got, expected)):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=lambda m: f"T={T}, tensor {i}: {m}")
 
-    def run(rows):
-        for stack in (body.alpha, body.beta):
-            stack.chunk_rows = rows
-        return _output_and_grads(body, lambda x: body(x, nonpad)[0], emb, weight)
 
-    for g, e in zip(run(chunk_rows), run(10 ** 9)):
+@pytest.mark.parametrize("variant", ["both", "time_flow_only", "alpha_only"])
+def test_max_pooling_equals_reference(variant):
+    """``merge="pooling"`` (Section 3.2's direct pooling): max over each pair of convolution
+    locations, per feature map, after the activation; equals the literal float64 reference
+    (outputs and gradients) and has no gate parameters."""
+    alpha, beta = VARIANTS[variant]
+    torch.manual_seed(0)
+    body = GenCNNBody(E, L_ALPHA, alpha, 7, L_beta=L_BETA, beta_layers=beta, init_range=0.4,
+                      merge="pooling").double()
+    assert body.alpha.gated is False and not any("gate" in n for n, _ in body.named_parameters())
+    emb, nonpad, weight = _left_padded_batch(2, L_ALPHA + 2 * L_BETA + 1)
+    got = _output_and_grads(body, lambda x: body(x, nonpad)[0], emb, weight)
+    expected = _output_and_grads(
+        body, lambda x: torch.stack([ref_body(body, x[b], nonpad[b]) for b in range(2)]), emb, weight)
+    for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=0, atol=1e-12)
+    # the larger activated candidate of each pair, per feature map (ReLU: -2, -5 -> 0)
+    stack = body.alpha
+    z = torch.tensor([[[1.0, -2.0]], [[3.0, -5.0]]], dtype=torch.float64)  # (2 locations, 1, 2 maps)
+    s = LayerShape(kernel=1, n_tf=2, n_ta=0, n_in=2, c_tf=1, c_ta=1, n_conv=2, offset=0, n_pairs=1, n_out=1)
+    torch.testing.assert_close(stack._gate_merge(s, z, None), torch.tensor([[[3.0, 0.0]]], dtype=torch.float64))
+
+
+def test_max_pooling_decoder_option():
+    """``--gencnn-gate pooling``: incremental decoding equals the full pass; parameter count is
+    the gating model's minus exactly the gate parameters."""
+    gated, pooled = make_decoder(), make_decoder(gencnn_gate="pooling")
+    n_gate = sum(p.numel() for n, p in gated.named_parameters() if ".gate_" in n)
+    assert n_gate > 0
+    assert sum(p.numel() for p in pooled.parameters()) == sum(p.numel() for p in gated.parameters()) - n_gate
+    tokens = random_tokens()
+    full, _ = pooled(tokens)
+    state, steps = {}, []
+    for t in range(tokens.shape[1]):
+        steps.append(pooled(tokens[:, : t + 1], incremental_state=state)[0])
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-10)
+    assert not torch.allclose(full, gated(tokens)[0])
 
 
 def test_forward_windows_equals_forward_sequence():

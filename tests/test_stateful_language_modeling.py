@@ -243,7 +243,8 @@ PAPER_NORMALISER = {
     # Zaremba et al. (2014), followed by the parallel-cells paper: sum over the 35 steps, mean over B
     "parallel_cells/table2_ptb_wide3": ("rows", ["model.decoder_embed_dim=8", "model.decoder_hidden_size=12",
                                                  "model.dropout=0"]),
-    # AWD-LSTM (Merity et al. 2018), followed by MC-RNN's Table 4: mean over all B x T tokens
+    # AWD-LSTM (Merity et al. 2018), followed by MC-RNN's Table 4: mean over all B x T tokens, plus
+    # AR and TAR; the first window's length is the task's first random draw
     "mc_rnn/table4_mc_rnn_ptb": ("tokens", ["model.decoder_embed_dim=8", "model.decoder_hidden_size=8",
                                             "model.dropout=0", "model.dropout_in=0", "model.dropout_hidden=0",
                                             "model.dropout_embed=0", "model.weight_dropout=0"]),
@@ -276,12 +277,21 @@ def test_yaml_gradient_norm_is_the_papers(config, lm_data, tmp_path):
     model = models[0].train()
     task.load_dataset("train")
     ds = task.dataset("train")
+    awd = config.startswith("mc_rnn/table4_")  # AWD-LSTM: variable-length windows, AR / TAR
+    assert bool(task.cfg.variable_bptt) == awd
+    if awd:  # the first update's window is the first of epoch 1's random lengths
+        ds = ds.rebatch(window_lengths=task.window_lengths(ds.targets_per_row, 1))
     sample = ds.collater([ds[0]])
     B, T = sample["target"].shape
-    assert (B, T) == (4, task.cfg.tokens_per_sample)
-    out = model(sample["net_input"]["src_tokens"])  # no carried state: window 0 starts from zeros
+    assert (B, T) == (4, int(ds.sizes[0])) and (T != task.cfg.tokens_per_sample) == awd
+    src = sample["net_input"]["src_tokens"]
+    out = model(src)  # no carried state: window 0 starts from zeros
     lprobs = model.get_normalized_probs(out, log_probs=True)
     loss_sum = -lprobs.gather(-1, sample["target"].unsqueeze(-1)).sum()
-    (loss_sum / (B if normaliser == "rows" else B * T)).backward()
+    loss = loss_sum / (B if normaliser == "rows" else B * T)
+    if awd:  # + alpha mean(h^2) + beta mean((h_t - h_{t-1})^2), h: the last layer (no dropout here)
+        h = model(src, features_only=True)[0]
+        loss = loss + 2.0 * h.pow(2).mean() + 1.0 * (h[:, 1:] - h[:, :-1]).pow(2).mean()
+    loss.backward()
     ref = torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])).item()
     assert abs(logged[0] - ref) < 1e-3 + 1e-3 * ref, (logged[0], ref, normaliser)

@@ -14,9 +14,14 @@ Two layouts of the rows:
   r+1's first input), so a row's first target is predicted from the token before it.  The shorter
   rows end in one padding target (ignored by the criteria and by ``fairseq-eval-lm``; ``ntokens``
   counts real targets only).  With ``bsz`` 1 this is the whole stream read once.
-"""
-from typing import List, Optional
 
+Variable-length windows (AWD-LSTM, Merity et al. 2018, Section 4.1): ``window_lengths`` replaces the
+fixed ``bptt`` split of the columns by the given lengths (:func:`variable_bptt_lengths` draws them
+as AWD-LSTM does); each batch then reports its length for the learning-rate rescaling.
+"""
+from typing import List, Optional, Sequence
+
+import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
@@ -27,11 +32,13 @@ class StatefulBPTTDataset(FairseqDataset):
     ``stream``: 1-D LongTensor (the corpus, line after line, each line ending in </s>).
     With data parallelism the global batch is ``bsz * num_shards`` rows and shard s sees rows
     ``[s*bsz, (s+1)*bsz)``; every shard gets the same number of windows.  ``predict_all``: the
-    evaluation layout (see the module doc).
+    evaluation layout (see the module doc).  ``window_lengths``: the windows' lengths (summing to
+    the targets per row) instead of ``bptt`` each.
     """
 
     def __init__(self, stream: torch.Tensor, bsz: int, bptt: int, pad: int, name: str = "train",
-                 shard_id: int = 0, num_shards: int = 1, predict_all: bool = False):
+                 shard_id: int = 0, num_shards: int = 1, predict_all: bool = False,
+                 window_lengths: Optional[Sequence[int]] = None):
         super().__init__()
         if bsz < 1 or bptt < 1:
             raise ValueError(f"stateful BPTT: batch size ({bsz}) and --tokens-per-sample ({bptt}) must be >= 1")
@@ -47,8 +54,17 @@ class StatefulBPTTDataset(FairseqDataset):
         rows = self._all_rows(global_bsz)
         self.rows = rows[shard_id * bsz : (shard_id + 1) * bsz].contiguous()
         n_targets = rows.size(1) - 1
-        self.num_windows = (n_targets + bptt - 1) // bptt  # the last window may be shorter
-        self.sizes = (n_targets - torch.arange(self.num_windows) * bptt).clamp(max=bptt).numpy()
+        if window_lengths is None:
+            num_windows = (n_targets + bptt - 1) // bptt  # the last window may be shorter
+            self.sizes = (n_targets - torch.arange(num_windows) * bptt).clamp(max=bptt).numpy()
+        else:
+            self.sizes = np.asarray(window_lengths, dtype=np.int64)
+            if self.sizes.ndim != 1 or (self.sizes < 1).any() or int(self.sizes.sum()) != n_targets:
+                raise ValueError(f"split {name}: window lengths must be >= 1 and sum to the {n_targets} "
+                                 f"targets of a row (got {self.sizes.size} summing to {int(self.sizes.sum())})")
+        self.window_lengths = window_lengths
+        self.num_windows = len(self.sizes)
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
 
     def _all_rows(self, global_bsz: int) -> torch.Tensor:
         """The ``global_bsz`` rows of the stream, one per line (padded at the end where shorter)."""
@@ -64,18 +80,28 @@ class StatefulBPTTDataset(FairseqDataset):
         index = (starts.unsqueeze(1) + cols).clamp(max=n - 1)
         return stream[index].masked_fill(cols > n_targets.unsqueeze(1), self.pad)
 
+    @property
+    def targets_per_row(self) -> int:
+        return int(self.sizes.sum())
+
     def rebatch(self, bsz: Optional[int] = None, bptt: Optional[int] = None, shard_id: int = 0,
-                num_shards: int = 1, predict_all: Optional[bool] = None) -> "StatefulBPTTDataset":
+                num_shards: int = 1, predict_all: Optional[bool] = None,
+                window_lengths: Optional[Sequence[int]] = None) -> "StatefulBPTTDataset":
+        """A copy with other rows / windows; ``window_lengths`` is kept only when the rows stay the same
+        (the same batch size and layout), otherwise given anew or fixed ``bptt`` windows."""
+        predict_all = self.predict_all if predict_all is None else predict_all
+        same_rows = (bsz or self.bsz) * num_shards == self.bsz * self.num_shards and predict_all == self.predict_all
+        if window_lengths is None and same_rows and bptt is None:
+            window_lengths = self.window_lengths
         return StatefulBPTTDataset(self.stream, bsz or self.bsz, bptt or self.bptt, self.pad, self.name,
-                                   shard_id, num_shards,
-                                   self.predict_all if predict_all is None else predict_all)
+                                   shard_id, num_shards, predict_all, window_lengths)
 
     def __len__(self):
         return self.num_windows
 
     def __getitem__(self, i):
-        start = i * self.bptt
-        end = min(start + self.bptt, self.rows.size(1) - 1)
+        start = int(self.starts[i])
+        end = start + int(self.sizes[i])
         return i, self.rows[:, start:end].contiguous(), self.rows[:, start + 1 : end + 1].contiguous()
 
     def num_tokens(self, index):
@@ -103,6 +129,23 @@ class StatefulBPTTDataset(FairseqDataset):
             "bptt_stream": self.name,
             "bptt_window": i,
         }
+
+
+def variable_bptt_lengths(total: int, bptt: int, rng: np.random.RandomState, full_prob: float = 0.95,
+                          std: float = 5.0, min_len: int = 5, max_extra: int = 40) -> np.ndarray:
+    """Window lengths covering ``total`` targets as AWD-LSTM draws them (Merity et al. 2018,
+    Section 4.1): the base length is ``bptt`` with probability ``full_prob``, else ``bptt / 2``;
+    ``seq_len = max(min_len, int(N(base, std)))``, at most ``bptt + max_extra``; the last window
+    is cut to what is left.  All draws are made at once (``total // min_len + 1`` is enough)."""
+    n = total // min_len + 1
+    base = np.where(rng.random_sample(n) < full_prob, float(bptt), bptt / 2.0)
+    lengths = np.maximum(min_len, rng.normal(base, std).astype(np.int64))  # int(): towards zero
+    lengths = np.minimum(lengths, bptt + max_extra)
+    ends = np.cumsum(lengths)
+    count = int(np.searchsorted(ends, total)) + 1  # the first window reaching the total is the last
+    lengths = lengths[:count].copy()
+    lengths[-1] -= int(ends[count - 1]) - total
+    return lengths
 
 
 def concatenate_lines(dataset) -> torch.Tensor:

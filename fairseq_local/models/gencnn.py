@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 MAP_KINDS = ChoiceEnum(["both", "time_flow", "time_arrow"])
 TF_INPUT = ChoiceEnum(["tf", "all"])
+GATE = ChoiceEnum(["gating", "pooling"])
 
 
 @dataclass
@@ -62,6 +63,10 @@ class GenCNNConfig(FairseqDataclass):
     no_beta: bool = field(default=False, metadata={"help": "'αCNN only' (Table 3): no recursive βCNN"})
     tf_input: TF_INPUT = field(default="tf", metadata={
         "help": "lower maps TIME-FLOW maps read: 'tf' (only TIME-FLOW; TIME-ARROW reads all) or 'all'"})
+    gencnn_gate: GATE = field(default="gating", metadata={
+        "help": "Section 3.2: how each pair of convolution locations is merged: 'gating' (Eq. 5, the "
+                "paper's genCNN) or 'pooling' (max over the pair, per feature map, no gate parameters: "
+                "the 'direct pooling over feature-maps' the paper compares against)"})
     fc_dim: int = field(default=400, metadata={"help": "fully connected layer before the softmax"})
     conv_activation: str = field(default="relu", metadata={"help": "σ of Eq. 3-4"})
     fc_activation: str = field(default="sigmoid", metadata={"help": "activation of the FC layers"})
@@ -112,7 +117,8 @@ class GenCNNDecoder(FairseqIncrementalDecoder):
         self.body = GenCNNBody(E, cfg.alpha_length, alpha_layer_spec(cfg), cfg.fc_dim,
                                L_beta=cfg.beta_length, beta_layers=beta_layer_spec(cfg),
                                tf_input=cfg.tf_input, activation=cfg.conv_activation,
-                               fc_activation=cfg.fc_activation, init_range=cfg.init_range)
+                               fc_activation=cfg.fc_activation, init_range=cfg.init_range,
+                               merge=cfg.gencnn_gate)
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.max_target_positions = cfg.max_target_positions
         self.adaptive_softmax = None
@@ -256,7 +262,7 @@ def gencnn_paper(args):
     """Section 4.1 (Table 2 PTB row and Table 3 'genCNN')."""
     _defaults(args, decoder_embed_dim=100, alpha_length=30, beta_length=20,
               alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
-              beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", fc_dim=400,
+              beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", gencnn_gate="gating", fc_dim=400,
               conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
               embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
               max_target_positions=100000)

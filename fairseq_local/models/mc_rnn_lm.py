@@ -15,6 +15,11 @@ its baseline row ("AWD-LSTM w/o finetune"): the same model with one channel and 
 which is exactly a standard LSTM (W_1 = W_hh, DropConnect on it) with no channel attention.  Train it with
 ``--task stateful_language_modeling`` (truncated BPTT with the state carried across batches, as
 AWD-LSTM) or fairseq's ``language_modeling``; evaluate with ``fairseq-eval-lm``.
+
+For AR/TAR (``--criterion ar_tar_cross_entropy``, Merity et al. 2018, Section 4.6) the decoder's
+output carries the last layer's output before and after its dropout, ``extra["raw_output"]`` and
+``extra["dropped_output"]`` (``B x T x C``).  AWD-LSTM's other procedures are the task's and the
+optimiser's: ``--variable-bptt`` (Section 4.1) and ``--optimizer nt_asgd`` (Section 3).
 """
 from dataclasses import dataclass, field
 
@@ -51,6 +56,28 @@ def _max_positions(cfg):
     return value if value is not None else 100000
 
 
+class AWDLMDecoder(RecurrentLMDecoder):
+    """:class:`RecurrentLMDecoder` whose output also carries the last layer's output before and after
+    the top dropout (read off that dropout module by a forward hook), for AR/TAR."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._top_output = None
+        self.drop_out.register_forward_hook(self._keep_top_output)
+
+    def _keep_top_output(self, module, inputs, output):
+        self._top_output = (inputs[0], output)  # T x B x C
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                features_only: bool = False, bptt_state=None, **unused):
+        self._top_output = None
+        x, extra = super().forward(prev_output_tokens, encoder_out, incremental_state, features_only, bptt_state)
+        raw, dropped = self._top_output
+        self._top_output = None
+        extra["raw_output"], extra["dropped_output"] = raw.transpose(0, 1), dropped.transpose(0, 1)
+        return x, extra
+
+
 @register_model("mc_rnn_lm", dataclass=MCRNNLMConfig)
 class MCRNNLanguageModel(FairseqLanguageModel):
     supports_bptt_state = True  # --task stateful_language_modeling carries the state
@@ -69,7 +96,7 @@ class MCRNNLanguageModel(FairseqLanguageModel):
                                         cell_memory=cfg.mc_cell_memory, dropconnect=cfg.weight_dropout,
                                         weight_space=cfg.mc_weight_space)
 
-        decoder = RecurrentLMDecoder(
+        decoder = AWDLMDecoder(
             d, embed, factory, cfg.decoder_layers, cfg.decoder_hidden_size,
             last_hidden_size=cfg.decoder_embed_dim if not cfg.untie_embeddings else cfg.decoder_hidden_size,
             dropout_embed=cfg.dropout_embed, dropout_in=cfg.dropout_in, dropout_hidden=cfg.dropout_hidden,

@@ -14,19 +14,30 @@ Archs (Table 3): ``parallel_lstm_zh_en_baseline`` (wide=1: "Bi-LSTM + Attention"
 (1 bidirectional + 3 unidirectional), 3 decoder layers, 1024-d embeddings, dropout 0.2. The paper's
 1024 hidden units cannot be split equally into 3 cells (nor into 2 directions of 3 cells), so the
 wide=3 arch uses 1026 hidden units (cells of 342; 171 per direction in the bidirectional layer).
+
+``--cell-input full`` (default, Figure 3) lets every cell read the whole layer input; ``slice`` gives
+cell j only the j-th of ``wide`` consecutive slices of it (Section 2.2's count; uneven slices where
+``wide`` does not divide the input, e.g. the first decoder layer's [embedding; context]). The
+Table 3 archs keep ``full``: the paper gives no sizes for Table 3.
 """
 from dataclasses import dataclass, field
 
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer, bidirectional_parallel_cells
 from fairseq_local.modules.recurrent_seq2seq import fill_defaults
 
+CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
+
 
 @dataclass
 class ParallelLSTMConfig(RNNSearchConfig):
     wide: int = field(default=1, metadata={"help": "parallel cells per recurrent layer (paper's 'wide')"})
+    cell_input: CELL_INPUT_CHOICES = field(
+        default="full", metadata={"help": "what each cell reads: the whole layer input ('full', Figure 3) or "
+                                          "its own 1/wide slice of it ('slice', Section 2.2's 8m^2/n + 4m count)"})
     encoder_bidirectional_layers: int = field(
         default=1, metadata={"min": 0, "help": "number of bottom encoder layers that are bidirectional "
                                      "(two directions of hidden/2 units); the rest are unidirectional"})
@@ -51,12 +62,12 @@ class ParallelLSTMModel(RNNSearchModel):
 
     @classmethod
     def build_layer_factory(cls, cfg, side: str):
-        wide, cell, n_bi = cfg.wide, cfg.cell, cfg.encoder_bidirectional_layers
+        wide, cell, n_bi, cell_input = cfg.wide, cfg.cell, cfg.encoder_bidirectional_layers, str(cfg.cell_input)
 
         def factory(i, input_size, hidden_size):
             if side == "encoder" and i < n_bi:
-                return bidirectional_parallel_cells(input_size, hidden_size, wide, cell)
-            return ParallelCellRNNLayer(input_size, hidden_size, wide, cell)
+                return bidirectional_parallel_cells(input_size, hidden_size, wide, cell, cell_input)
+            return ParallelCellRNNLayer(input_size, hidden_size, wide, cell, cell_input)
 
         return factory
 

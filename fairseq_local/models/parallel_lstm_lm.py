@@ -15,6 +15,14 @@ Archs: ``parallel_lstm_lm_1950h_wide{1,2,3,4,5,10,15}`` (Table 2; wide=3 is Tabl
 ``parallel_lstm_lm_420h_wide3_1layer`` (Section 4.1's cell-masking model). 1950 units cannot be
 split into 4 equal cells, so ``..._wide4`` has 1952 (cells of 488; the paper does not say how it
 split them).
+
+``--cell-input``: these archs use ``slice`` (each cell reads its own m/n slice of the layer input).
+Figure 3 draws every cell reading x (``full``, the model's default), but the paper's parameter
+claims hold only for ``slice``: Section 2.2 counts a wide-n LSTM layer as 8m^2/n + 4m, "about 1/n"
+of the LSTM's 8m^2 + 4m, and Section 3.1 says that at wide=10 "the LSTM cell contains about only
+10% of parameters" (55% in the full reading); Section 4.2 compares a wide-n layer with n small
+RNNs of m/n units as costing the same, which again is the slice reading. Table 2's "recurrent
+parameters size" (2 layers x 4m^2/n) is the same in both readings.
 """
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -29,12 +37,16 @@ from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
 
 CELL_CHOICES = ChoiceEnum(["lstm", "gru", "rnn"])
+CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
 
 
 @dataclass
 class ParallelLSTMLMConfig(FairseqDataclass):
     wide: Optional[int] = field(default=1, metadata={"help": "parallel cells per layer (paper's 'wide')"})
     cell_type: CELL_CHOICES = field(default="lstm", metadata={"help": "cell of every parallel cell"})
+    cell_input: CELL_INPUT_CHOICES = field(
+        default="full", metadata={"help": "what each cell reads: the whole layer input ('full', Figure 3) or "
+                                          "its own 1/wide slice of it ('slice', Section 2.2's 8m^2/n + 4m count)"})
     decoder_embed_dim: Optional[int] = field(default=1950, metadata={"help": "word embedding size"})
     decoder_hidden_size: Optional[int] = field(default=1950, metadata={"help": "total hidden units per layer (m)"})
     decoder_layers: Optional[int] = field(default=2, metadata={"help": "number of recurrent layers"})
@@ -80,7 +92,8 @@ class ParallelLSTMLanguageModel(FairseqLanguageModel):
         hidden = args.decoder_hidden_size
 
         def factory(i, input_size, hidden_size):
-            return ParallelCellRNNLayer(input_size, hidden_size, wide=args.wide, cell=str(args.cell_type))
+            return ParallelCellRNNLayer(input_size, hidden_size, wide=args.wide, cell=str(args.cell_type),
+                                        cell_input=str(args.cell_input))
 
         decoder = ParallelCellLMDecoder(
             dictionary, embed, factory, args.decoder_layers, hidden, last_hidden_size=hidden,
@@ -113,7 +126,7 @@ def _register_table2(wide):
     def arch(args):
         m = table2_hidden_size(wide)
         fill_defaults(args, ParallelLSTMLMConfig, wide=wide, decoder_hidden_size=m,
-                      decoder_embed_dim=m, decoder_layers=2, dropout=0.65, init_scale=0.04)
+                      decoder_embed_dim=m, decoder_layers=2, dropout=0.65, init_scale=0.04, cell_input="slice")
 
     return arch
 
@@ -123,6 +136,7 @@ TABLE2_ARCHS: Dict[int, object] = {w: _register_table2(w) for w in PAPER_LM_WIDE
 
 @register_model_architecture("parallel_lstm_lm", "parallel_lstm_lm_420h_wide3_1layer")
 def parallel_lstm_lm_420h_wide3_1layer(args):
-    """Section 4.1's cell-masking model: one layer, 420 units, wide=3, dropout 0.2."""
+    """Section 4.1's cell-masking model: one layer, 420 units, wide=3, dropout 0.2, the slice reading
+    of Table 2 (each cell reads 140 of the 420 embedding units)."""
     fill_defaults(args, ParallelLSTMLMConfig, wide=3, decoder_hidden_size=420, decoder_embed_dim=420,
-                  decoder_layers=1, dropout=0.2)
+                  decoder_layers=1, dropout=0.2, cell_input="slice")

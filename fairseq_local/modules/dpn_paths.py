@@ -15,9 +15,16 @@ Encoder memories are passed as ``{"c": (keys, values), "a": (keys, values)}`` (S
 The CNN-path attention is ConvS2S's dot attention (Eq. 4): the query is
 ``(W_in h + target embedding) * sqrt(1/2)``, one query projection shared by both flows (Eq. 8 uses
 the same q^c for ctx^cc and ctx^ca), the context is scaled by sqrt(source length) and fused before
-the output projection. The SAN path uses one multi-head attention per encoder path; fairseq's
-encoder-decoder attention projects keys and values from the same states, so it reads the CNN
-encoder's output h^c (the keys k^c) for both.
+the output projection. The SAN path's decoder-to-encoder attention is fairseq's multi-head
+attention; fairseq's encoder-decoder attention projects keys and values from the same states, so
+it reads the CNN encoder's output h^c (the keys k^c) for both. ``shared_cross_attention`` gives
+each SAN decoder layer one set of projections (W^q, W^k, W^v, W^o of Eq. 6) for both encoder
+paths, as the authors' code applies one ``encdec_attention`` to both encoder outputs (Eq. 8 uses
+the same q^a for ctx^aa and ctx^ac); otherwise each encoder path has its own.
+
+``ConvPath(io_projections=False)`` is Eq. 5 with h^0 = e (Section 2.2): the first convolution reads
+the embeddings and the path's output is the last layer's h^L, with no ConvS2S ``fc1`` / ``fc2``
+between the embedding width and the convolution width (which must then be equal).
 """
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -123,16 +130,23 @@ class ConvPath(nn.Module):
 
     ``causal`` selects the decoder form (left padding k-1, future steps removed, incremental
     buffering by ``LinearizedConvolution``); ``paths`` lists the encoder paths each layer attends.
-    Input and output are T x B x d (the embedding size); the convolutions run at ``conv_dim``.
+    Input and output are T x B x d (the embedding size); the convolutions run at ``conv_dim``,
+    reached through ConvS2S's projections ``fc1`` / ``fc2`` when ``io_projections`` (needed when
+    ``conv_dim != embed_dim``); without them h^0 = e as in Eq. 5.
     """
 
-    def __init__(self, embed_dim, conv_dim, num_layers, kernel_size, dropout, causal, paths=(), forced_gate=None):
+    def __init__(self, embed_dim, conv_dim, num_layers, kernel_size, dropout, causal, paths=(), forced_gate=None,
+                 io_projections=True):
         super().__init__()
+        side = "decoder" if causal else "encoder"
         if not causal and kernel_size % 2 == 0:
             raise ValueError(f"--encoder-kernel-size must be odd for the CNN encoder path, got {kernel_size}")
+        if not io_projections and conv_dim != embed_dim:
+            raise ValueError(f"--{side}-conv-dim {conv_dim} differs from the embedding size {embed_dim}: the CNN "
+                             f"path needs its input/output projections (--cnn-path-projections always)")
         self.causal = causal
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.fc1 = WeightNormLinear(embed_dim, conv_dim, dropout=dropout)
+        self.fc1 = WeightNormLinear(embed_dim, conv_dim, dropout=dropout) if io_projections else None
         self.convolutions = nn.ModuleList()
         for _ in range(num_layers):
             if causal:
@@ -143,12 +157,12 @@ class ConvPath(nn.Module):
         self.attention = nn.ModuleList(
             [ConvPathAttention(conv_dim, embed_dim, paths, forced_gate) for _ in range(num_layers)] if paths else []
         )
-        self.fc2 = WeightNormLinear(conv_dim, embed_dim)
+        self.fc2 = WeightNormLinear(conv_dim, embed_dim) if io_projections else None
 
     def forward(self, emb: Tensor, padding_mask: Optional[Tensor] = None, memory: Optional[Memory] = None,
                 memory_padding_mask: Optional[Tensor] = None, incremental_state: IncState = None):
         """emb: T x B x d; padding_mask: B x T (encoder only). Returns (T x B x d, per-layer attn)."""
-        x = self.fc1(emb)
+        x = emb if self.fc1 is None else self.fc1(emb)
         pad = padding_mask.t().unsqueeze(-1) if padding_mask is not None else None
         attns: List[Dict[str, Tensor]] = []
         for i, conv in enumerate(self.convolutions):
@@ -165,7 +179,8 @@ class ConvPath(nn.Module):
                 x, probs = self.attention[i](x, emb, memory, memory_padding_mask)
                 attns.append(probs)
             x = (x + residual) * SQRT_HALF
-        x = self.fc2(x)
+        if self.fc2 is not None:
+            x = self.fc2(x)
         if pad is not None:
             x = x.masked_fill(pad, 0.0)
         return x, attns
@@ -173,10 +188,12 @@ class ConvPath(nn.Module):
 
 class SANLayer(nn.Module):
     """One self-attention layer (Eq. 6-7), post-norm by default; in the decoder it is causal and
-    attends to the encoder paths in ``paths`` with one multi-head attention each, fused by Eq. 9."""
+    attends to the encoder paths in ``paths``, fused by Eq. 9: with one multi-head attention per
+    path, or with ``shared_cross_attention`` one set of projections serving every path (each path
+    keeps its own module, so its own cache of projected encoder states in incremental decoding)."""
 
     def __init__(self, dim, ffn_dim, heads, dropout, attention_dropout, activation_dropout,
-                 normalize_before=False, paths=(), forced_gate=None):
+                 normalize_before=False, paths=(), forced_gate=None, shared_cross_attention=False):
         super().__init__()
         self.normalize_before = normalize_before
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
@@ -185,6 +202,10 @@ class SANLayer(nn.Module):
         self.self_attn_layer_norm = LayerNorm(dim)
         self.paths = tuple(paths)
         self.encoder_attn = nn.ModuleDict({p: CrossAttention(dim, heads, attention_dropout) for p in self.paths})
+        if shared_cross_attention and len(self.paths) == 2:
+            first, second = (self.encoder_attn[p] for p in self.paths)
+            for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                setattr(second, name, getattr(first, name))
         self.encoder_attn_layer_norm = LayerNorm(dim) if self.paths else None
         self.gate = DPNGate(dim, forced_gate) if len(self.paths) == 2 else None
         self.fc1 = nn.Linear(dim, ffn_dim)
@@ -236,11 +257,11 @@ class SANPath(nn.Module):
     """A stack of ``SANLayer`` (plus a final LayerNorm in pre-norm mode)."""
 
     def __init__(self, dim, ffn_dim, heads, num_layers, dropout, attention_dropout, activation_dropout,
-                 normalize_before=False, paths=(), forced_gate=None):
+                 normalize_before=False, paths=(), forced_gate=None, shared_cross_attention=False):
         super().__init__()
         self.layers = nn.ModuleList([
             SANLayer(dim, ffn_dim, heads, dropout, attention_dropout, activation_dropout, normalize_before,
-                     paths, forced_gate)
+                     paths, forced_gate, shared_cross_attention)
             for _ in range(num_layers)
         ])
         self.layer_norm = LayerNorm(dim) if normalize_before else None

@@ -24,6 +24,10 @@ Vocabulary of this file (paper Sections 3.1-3.3):
   location-dependent for TIME-ARROW maps; each gate reads the same lower maps as its convolution.
   When a layer has an odd number of locations, the oldest one passes through ungated, so the pairs
   always end at the newest word.
+* ``merge="pooling"`` replaces the gates by max-pooling over the same pairs, the "direct pooling
+  over feature-maps" Section 3.2 compares gating with: ``z_j = max(z_{2j-1}, z_{2j})`` per feature
+  map, after the activation, with no gate parameters (the oldest location of an odd count passes
+  through as with gates).
 * After the last gating layer a fully connected layer (sigmoid in the paper) gives the output.
 
 Vectorisation.  ``GatedConvStack.forward_sequence`` computes *all* windows of a sequence at once.
@@ -39,10 +43,9 @@ TIME-ARROW maps (one weight matrix per window location), and TIME-FLOW maps that
 maps (``tf_input="all"``), act on the windows as batched matrix products over locations, taken on
 strided views of the window tensors (``_WindowMatmul``: no gathered copies in the forward, the
 kernel taps' gradients added straight into the input gradient in the backward); window gathers
-are ``index_select``s (backward: ``index_add``).  The per-window work is done in chunks of
-``chunk_rows`` windows (whole sentences, or slices of one long sentence; ≈ 16 MiB per largest
-tensor): glibc malloc serves blocks over 32 MiB by a fresh ``mmap`` each time, whose page faults
-cost about a fifth of a CPU training step when all 2000 windows of a batch went at once.
+are ``index_select``s (backward: ``index_add``).  All windows of a batch go through each layer
+together, so the number of operators per training step does not grow with the sentence length or
+the number of sentences (on a GPU a step is bound by kernel launches, not arithmetic).
 ``forward_windows`` is the same computation for explicit windows (used for incremental decoding).
 
 ``GenCNNBody`` wires αCNN and the recursive βCNN (Section 3.3, Figure 4): ``S(e)``, the βCNN summary
@@ -53,6 +56,7 @@ So with history no longer than ``L_α`` the βCNN is switched off and the model 
 recursion ``S(e) <- S(e - L_β)`` is evaluated block by block (``L_β`` positions at a time, all in
 parallel); that loop is over blocks of the recursion, not over positions.
 """
+import functools
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -63,6 +67,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_local.modules.amp import autocast_inputs
+
+MERGES = ("gating", "pooling")  # Section 3.2: gating networks (Eq. 5) or max-pooling of the pairs
 
 _ACTIVATIONS = {
     "relu": torch.relu,
@@ -119,17 +125,20 @@ class GatedConvStack(nn.Module):
     ``conv_tf_w{l}``: (n_tf, k, c_tf), ``conv_ta_w{l}``: (n_conv, n_ta, k, c_ta),
     ``gate_tf_w{l}``: (n_tf, k+1, c_tf), ``gate_ta_w{l}``: (n_pairs, n_ta, k+1, c_ta), biases
     ``conv_tf_b{l}``: (n_tf,), ``conv_ta_b{l}``: (n_conv, n_ta), gates alike; a kind with no maps
-    has no parameters;
+    has no parameters, and no gate has any with ``merge="pooling"``;
     the FC reads the final locations flattened as (location, channel), channels TIME-FLOW first.
     """
 
     def __init__(self, window: int, in_dim: int, layers: Sequence[Tuple[int, int, int]], out_dim: int,
                  tf_input: str = "tf", activation: str = "relu", out_activation: str = "sigmoid",
-                 init_range: float = 0.1, name: str = "αCNN"):
+                 init_range: float = 0.1, name: str = "αCNN", merge: str = "gating"):
         super().__init__()
         if tf_input not in ("tf", "all"):
             raise ValueError(f"genCNN: tf_input must be 'tf' or 'all', got {tf_input!r}")
+        if merge not in MERGES:
+            raise ValueError(f"genCNN: merge must be one of {MERGES}, got {merge!r}")
         self.window, self.in_dim, self.out_dim, self.tf_input = window, in_dim, out_dim, tf_input
+        self.gated = merge == "gating"
         self.act = get_activation(activation)
         self.out_act = get_activation(out_activation)
         self.shapes: List[LayerShape] = []
@@ -154,20 +163,15 @@ class GatedConvStack(nn.Module):
             if s.n_tf:
                 self.w[f"conv_tf_w{li}"] = nn.Parameter(torch.empty(s.n_tf, k, s.c_tf))
                 self.w[f"conv_tf_b{li}"] = nn.Parameter(torch.empty(s.n_tf))
+            if s.n_tf and self.gated:
                 self.w[f"gate_tf_w{li}"] = nn.Parameter(torch.empty(s.n_tf, k + 1, s.c_tf))
                 self.w[f"gate_tf_b{li}"] = nn.Parameter(torch.empty(s.n_tf))
             if s.n_ta:
                 self.w[f"conv_ta_w{li}"] = nn.Parameter(torch.empty(s.n_conv, s.n_ta, k, s.c_ta))
                 self.w[f"conv_ta_b{li}"] = nn.Parameter(torch.empty(s.n_conv, s.n_ta))
+            if s.n_ta and self.gated:
                 self.w[f"gate_ta_w{li}"] = nn.Parameter(torch.empty(s.n_pairs, s.n_ta, k + 1, s.c_ta))
                 self.w[f"gate_ta_b{li}"] = nn.Parameter(torch.empty(s.n_pairs, s.n_ta))
-        # Windows are processed in chunks of at most ``chunk_rows`` (whole sentences, or slices of a long one)
-        # so that no per-window tensor exceeds ~16 MiB (float32): larger ones are mmap'ed and
-        # page-faulted afresh by glibc malloc on every step, about a fifth of a CPU step.
-        per_row = max(max(s.n_in * max(s.c_ta, s.c_tf), s.n_conv * max(s.channels, (s.kernel + 1) * s.c_ta))
-                      for s in self.shapes)
-        self.chunk_rows = max(1, (16 << 20) // (4 * per_row))
-        self._wcache: Optional[dict] = None
         last = self.shapes[-1]
         self.fc = nn.Linear(last.n_out * last.channels, out_dim)
         self.reset_parameters(init_range)
@@ -198,13 +202,8 @@ class GatedConvStack(nn.Module):
             if c0 >= c_all:
                 break
             c = part.shape[-1]
-            key = (id(W), c0, c)
-            Wp = None if self._wcache is None else self._wcache.get(key)
-            if Wp is None:  # (a channel slice is a copy: made once for all chunks of windows)
-                Wp = W if (c0 == 0 and c == c_all) else W[..., c0:c0 + c]
-                Wp = Wp.reshape(Wp.shape[:-2] + (width * c,))
-                if self._wcache is not None:
-                    self._wcache[key] = Wp
+            Wp = W if (c0 == 0 and c == c_all) else W[..., c0:c0 + c]
+            Wp = Wp.reshape(Wp.shape[:-2] + (width * c,))
             if shared:
                 Wp = Wp.expand(n, *Wp.shape)
             bias = None if out is not None else (b.expand(n, b.shape[-1]) if shared else b)
@@ -213,14 +212,23 @@ class GatedConvStack(nn.Module):
             c0 += c
         return out
 
-    def _gate_merge(self, s: LayerShape, z: Tensor, g: Tensor) -> Tensor:
-        """Activation, then Eq. 5: z (n_conv, M, F), gate pre-activations g (n_pairs, M, F)
-        -> (M, n_out, F).  The oldest location passes through when n_conv is odd."""
+    def _merge(self, left: Tensor, right: Tensor, g: Optional[Tensor]) -> Tensor:
+        """Eq. 5, ``g * left + (1 - g) * right`` with ``g = sigmoid(gate pre-activation)``, or
+        max-pooling of the pair (``merge="pooling"``, ``g`` None).  A tie (two positions before
+        the sentence start) selects the older location, so its gradient goes there alone, as
+        max-pooling's first maximal index does (``torch.maximum`` would split it)."""
+        if g is None:
+            return torch.where(left >= right, left, right)
+        return torch.lerp(right, left, torch.sigmoid(g))
+
+    def _gate_merge(self, s: LayerShape, z: Tensor, g: Optional[Tensor]) -> Tensor:
+        """Activation, then Eq. 5: z (n_conv, M, F), gate pre-activations g (n_pairs, M, F) or
+        None (pooling) -> (M, n_out, F).  The oldest location passes through when n_conv is odd."""
         a = self.act(z)
         o, J = s.offset, s.n_pairs
         first, rest = a.split([o, 2 * J], 0)
         left, right = rest.unflatten(0, (J, 2)).unbind(1)  # conv locations o+2j, o+2j+1
-        out = torch.lerp(right, left, torch.sigmoid(g))  # g * left + (1 - g) * right
+        out = self._merge(left, right, g)
         if o:
             out = torch.cat([first, out], 0)
         return out.transpose(0, 1).contiguous()
@@ -235,7 +243,8 @@ class GatedConvStack(nn.Module):
             if (s.n_tf if shared else s.n_ta) == 0 or kind not in kinds:
                 continue
             z = self._conv(parts, w[f"conv_{kind}_w{li}"], w[f"conv_{kind}_b{li}"], k, 1, 0, n, shared)
-            g = self._conv(parts, w[f"gate_{kind}_w{li}"], w[f"gate_{kind}_b{li}"], k + 1, 2, o, J, shared)
+            g = self._conv(parts, w[f"gate_{kind}_w{li}"], w[f"gate_{kind}_b{li}"], k + 1, 2, o, J,
+                           shared) if self.gated else None
             out.append(self._gate_merge(s, z, g))
         return out
 
@@ -284,13 +293,13 @@ class GatedConvStack(nn.Module):
         for li, s in enumerate(self.shapes):
             if not self._tf_shareable(li):
                 break
-            k, w, v = s.kernel, self.w[f"conv_tf_w{li}"], self.w[f"gate_tf_w{li}"]
             x = Seq.transpose(1, 2)
-            C = self.act(_dilated_conv(x, w, self.w[f"conv_tf_b{li}"], d))
-            G = _dilated_conv(x, v, self.w[f"gate_tf_b{li}"], d)
+            C = self.act(_dilated_conv(x, self.w[f"conv_tf_w{li}"], self.w[f"conv_tf_b{li}"], d))
+            G = _dilated_conv(x, self.w[f"gate_tf_w{li}"], self.w[f"gate_tf_b{li}"], d) if self.gated else None
             streams.append((Seq, C, a, d))
             # Eq. 5 once per position q: the pair of conv outputs (q, q + d), gate at q
-            Seq = torch.lerp(C[:, d:], C[:, :G.shape[1]], torch.sigmoid(G))
+            n = max(C.shape[1] - d, 0)  # = G.shape[1]
+            Seq = self._merge(C[:, :n], C[:, d:d + n], G)
             a, d = a - d * s.offset, 2 * d
         streams.append((Seq, None, a, d))
         return streams
@@ -306,10 +315,12 @@ class GatedConvStack(nn.Module):
         z0 = self.act(torch.addmm(self.w[f"conv_tf_b{li}"], u[:, :k].reshape(u.shape[0], -1), w.t()))
         if o:
             return z0  # the oldest location passes through ungated
-        v = self.w[f"gate_tf_w{li}"].reshape(Fn, -1)
-        g0 = torch.addmm(self.w[f"gate_tf_b{li}"], u.reshape(u.shape[0], -1), v.t())
+        g0 = None
+        if self.gated:
+            v = self.w[f"gate_tf_w{li}"].reshape(Fn, -1)
+            g0 = torch.addmm(self.w[f"gate_tf_b{li}"], u.reshape(u.shape[0], -1), v.t())
         z1 = _gather_rows(C, None, R, a + d, 1, 1, r0)[0]  # conv location 1 (clean)
-        return torch.lerp(z1, z0, torch.sigmoid(g0))
+        return self._merge(z0, z1, g0)
 
     def forward_sequence(self, seq: Tensor, slot: Tensor, streams: Optional[list] = None,
                          r0: int = 0) -> Tensor:
@@ -322,27 +333,92 @@ class GatedConvStack(nn.Module):
         first layer's always) are dilated convolutions over the sequence shared by all windows
         (``shared_streams``); location 0, which reads the slot, is computed per window.
         TIME-ARROW maps act on the gathered windows, one weight matrix per location (batched
-        products over locations on strided views).
+        products over locations on strided views).  All windows go through each layer together,
+        so the number of operators does not depend on the sentence length or the batch.
         """
         B, P, E = seq.shape
-        R = slot.shape[1]
-        assert r0 + R <= P - self.window + 1, (r0, R, P, self.window)
+        assert r0 + slot.shape[1] <= P - self.window + 1, (r0, slot.shape[1], P, self.window)
         if streams is None:
             streams = self.shared_streams(seq)
-        # chunks of whole sentences (bc of them), or of wc windows of one long sentence
-        bc = max(1, self.chunk_rows // max(R, 1))
-        wc = R if (bc > 1 or R <= self.chunk_rows) else self.chunk_rows
-        if B <= bc and wc == R:
-            return self._forward_rows(seq, slot, streams, r0)
-        self._wcache, outs = {}, []
-        try:
-            for b in range(0, B, bc):
-                st = [(Sq[b:b + bc], None if C is None else C[b:b + bc], a, d) for Sq, C, a, d in streams]
-                outs.append(torch.cat([self._forward_rows(seq[b:b + bc], slot[b:b + bc, w:w + wc], st, r0 + w)
-                                       for w in range(0, R, wc)], 1))
-        finally:
-            self._wcache = None
-        return torch.cat(outs, 0)
+        return self._forward_rows(seq, slot, streams, r0)
+
+    # ---------------------------------------------------------------------------------------
+    # The location-0 chain.  When every layer is a shared TIME-FLOW stream (the βCNN), a window's
+    # output depends on its slot only through location 0 of each layer, and every term of Eq. 3-5
+    # and of the FC layer that reads another location is a function of absolute positions.  Those
+    # terms are computed once for all windows (``chain_terms``), so a window given its slot costs
+    # two small products per layer and one for the FC layer (``chain``): what the βCNN recursion
+    # of Section 3.3 evaluates once per block of L_β positions.
+    @property
+    def is_chain(self) -> bool:
+        """Every layer is a shared TIME-FLOW stream (no TIME-ARROW maps)."""
+        return all(s.n_ta == 0 and self._tf_shareable(li) for li, s in enumerate(self.shapes))
+
+    def chain_terms(self, streams: list, R: int) -> list:
+        """Slot-independent terms for windows ``0 .. R-1`` of the sequence of ``streams``, rows
+        window-major (row ``r*B + b``): per layer ``(conv pre-activation of location 0 without its
+        slot tap, gate pre-activation of location 0 without it, activated conv location 1)`` (the
+        last two None when the oldest location passes through ungated, the gate's None with
+        pooling), then the FC pre-activation without location 0."""
+        terms = []
+        for li, s in enumerate(self.shapes):
+            Seq, C, a, d = streams[li]
+            k, o, Fn = s.kernel, s.offset, s.n_tf
+            u = _gather_rows(Seq, None, R, a + d, d, k - o, 0, position_major=True)  # locations 1 .. k-o
+            w = self.w[f"conv_tf_w{li}"][:, 1:].reshape(Fn, -1)
+            z = torch.addmm(self.w[f"conv_tf_b{li}"], u[:, :w.shape[1]], w.t())
+            if o:
+                terms.append((z, None, None))
+                continue
+            g = None
+            if self.gated:
+                v = self.w[f"gate_tf_w{li}"][:, 1:].reshape(Fn, -1)
+                g = torch.addmm(self.w[f"gate_tf_b{li}"], u, v.t())
+            z1 = _gather_rows(C, None, R, a + d, 1, 1, 0, position_major=True)
+            terms.append((z, g, z1))
+        Seq, _, a, d = streams[-1]
+        last = self.shapes[-1]
+        rest = _gather_rows(Seq, None, R, a + d, d, last.n_out - 1, 0, position_major=True)
+        ch = last.channels
+        terms.append(torch.addmm(self.fc.bias, rest, self.fc.weight[:, ch:].t()))
+        return terms
+
+    @staticmethod
+    def split_terms(terms: list, rows: int) -> List[list]:
+        """``chain_terms`` cut into consecutive blocks of ``rows`` rows (one split per tensor, whose
+        backward is one concatenation, where slicing per block would cost a zero-filled gradient
+        of the whole tensor per block)."""
+        flat = [t for layer in terms[:-1] for t in layer] + [terms[-1]]
+        pieces = [None if t is None else t.split(rows) for t in flat]
+        n = len(next(p for p in pieces if p is not None))
+        out = []
+        for i in range(n):
+            f = [None if p is None else p[i] for p in pieces]
+            out.append([tuple(f[3 * li:3 * li + 3]) for li in range(len(terms) - 1)] + [f[-1]])
+        return out
+
+    def chain_weights(self) -> list:
+        """The weights that read location 0: per layer (conv, gate) transposed slot taps, then
+        the FC columns of location 0 (sliced once for all blocks of a recursion)."""
+        ws = [(self.w[f"conv_tf_w{li}"][:, 0].t(),
+               self.w[f"gate_tf_w{li}"][:, 0].t() if self.gated and not s.offset else None)
+              for li, s in enumerate(self.shapes)]
+        return ws + [self.fc.weight[:, :self.shapes[-1].channels].t()]
+
+    def chain(self, terms: list, slot: Tensor, weights: Optional[list] = None) -> Tensor:
+        """Outputs (M, out_dim) of the windows of ``terms`` (``chain_terms`` or a block of it)
+        given their slots ``slot`` (M, in_dim): Eq. 3 and 5 for location 0 of each layer, then
+        the FC layer.  ``weights``: ``chain_weights()`` if already computed."""
+        if weights is None:
+            weights = self.chain_weights()
+        h = slot
+        for (z, g, z1), (wz, wg) in zip(terms[:-1], weights[:-1]):
+            z0 = self.act(torch.addmm(z, h, wz))
+            if z1 is None:
+                h = z0  # the oldest location passes through ungated
+            else:
+                h = self._merge(z0, z1, None if g is None else torch.addmm(g, h, wg))
+        return self.out_act(torch.addmm(terms[-1], h, weights[-1]))
 
     def _forward_rows(self, seq: Tensor, slot: Tensor, streams: list, r0: int) -> Tensor:
         B, P, E = seq.shape
@@ -424,22 +500,41 @@ def _strided(H: Tensor, width: int, stride: int, start: int, n: int) -> Tensor:
     return H.as_strided((n, M, width * C), (stride * C, n_in * C, 1), H.storage_offset() + start * C)
 
 
+@functools.lru_cache(maxsize=64)
+def _row_index(B: int, Q: int, R: int, start: int, stride: int, n: int, with_first: bool, layout: str,
+               device: torch.device) -> Tensor:
+    """The row indices ``_gather_rows`` selects (a function of the shapes only: built once per
+    batch shape, not on every step, since each ``arange`` / ``add`` is a kernel on a GPU)."""
+    ar = torch.arange
+    idx = (ar(n, device=device)[:, None, None] * stride + start
+           + ar(B, device=device)[:, None] * Q + ar(R, device=device))  # [i, b, r]
+    if with_first:
+        idx[0] = B * Q + ar(B * R, device=device).view(B, R)
+    if layout == "window":
+        return idx.view(n, B * R).t().reshape(-1)
+    if layout == "position":
+        return idx.permute(2, 1, 0).reshape(-1)
+    return idx.reshape(-1)
+
+
 def _gather_rows(seq: Tensor, first: Optional[Tensor], R: int, start: int, stride: int, n: int,
-                 r0: int = 0, window_major: bool = False) -> Tensor:
+                 r0: int = 0, window_major: bool = False, position_major: bool = False) -> Tensor:
     """(n, B*R, C) with [i, b*R + r] = seq[b, r0 + r + start + stride*i], except location 0, which
     is ``first[b*R + r]`` when given: one index_select (its backward is an index_add, no
-    zero-filled gather gradients).  ``window_major``: (B*R, n, C) instead."""
+    zero-filled gather gradients).  ``window_major``: (B*R, n, C) instead; ``position_major``:
+    (R*B, n*C), row ``r*B + b``, locations concatenated."""
     B, Q, C = seq.shape
-    ar = torch.arange
-    idx = (ar(n, device=seq.device)[:, None, None] * stride + (start + r0)
-           + ar(B, device=seq.device)[:, None] * Q + ar(R, device=seq.device))
+    layout = "window" if window_major else "position" if position_major else "location"
+    idx = _row_index(B, Q, R, start + r0, stride, n, first is not None, layout, seq.device)
     src = seq.reshape(B * Q, C)
     if first is not None:
-        idx[0] = B * Q + ar(B * R, device=seq.device).view(B, R)
         src = torch.cat([src, first.reshape(B * R, C)], 0)
+    out = src.index_select(0, idx)
     if window_major:
-        return src.index_select(0, idx.view(n, B * R).t().reshape(-1)).view(B * R, n, C)
-    return src.index_select(0, idx.reshape(-1)).view(n, B * R, C)
+        return out.view(B * R, n, C)
+    if position_major:
+        return out.view(R * B, n * C)
+    return out.view(n, B * R, C)
 
 
 class GenCNNBody(nn.Module):
@@ -450,17 +545,17 @@ class GenCNNBody(nn.Module):
 
     def __init__(self, embed_dim: int, L_alpha: int, alpha_layers, out_dim: int,
                  L_beta: int = 0, beta_layers=None, tf_input: str = "tf", activation: str = "relu",
-                 fc_activation: str = "sigmoid", init_range: float = 0.1):
+                 fc_activation: str = "sigmoid", init_range: float = 0.1, merge: str = "gating"):
         super().__init__()
         self.embed_dim, self.L_alpha, self.out_dim = embed_dim, L_alpha, out_dim
         self.alpha = GatedConvStack(L_alpha + 1, embed_dim, alpha_layers, out_dim, tf_input, activation,
-                                    fc_activation, init_range, name="αCNN")
+                                    fc_activation, init_range, name="αCNN", merge=merge)
         self.use_beta = bool(beta_layers) and L_beta > 0
         self.L_beta = L_beta if self.use_beta else 0
         self.beta = None
         if self.use_beta:
             self.beta = GatedConvStack(L_beta + 1, embed_dim, beta_layers, embed_dim, tf_input,
-                                       activation, fc_activation, init_range, name="βCNN")
+                                       activation, fc_activation, init_range, name="βCNN", merge=merge)
 
     @property
     def history_size(self) -> int:
@@ -468,13 +563,27 @@ class GenCNNBody(nn.Module):
         return self.L_alpha + self.L_beta
 
     def beta_summaries(self, emb: Tensor, has_hist: Tensor, n: int) -> Tensor:
-        """``S(e)`` for ``e`` in ``[0, n)`` (B, n, E); zero where the switch is off."""
+        """``S(e)`` for ``e`` in ``[0, n)`` (B, n, E); zero where the switch is off.
+
+        The recursion ``S(e) <- S(e - L_β)`` runs one block of L_β positions at a time (all in
+        parallel); with a TIME-FLOW-only βCNN (the paper's) everything that does not read the
+        slot is computed once for all blocks (``GatedConvStack.chain_terms``), so a block costs
+        the location-0 chain only."""
         B, _, E = emb.shape
         Lb = self.L_beta
         seq = torch.cat([emb.new_zeros(B, Lb, E), emb[:, :n]], 1)  # window e = seq[e .. e+Lb]
         streams = self.beta.shared_streams(seq)  # slot-independent: once for all blocks
         blocks: List[Tensor] = []
-        for b0 in range(0, n, Lb):  # the recursion S(e) <- S(e - Lb): one block of Lb at a time
+        if self.beta.is_chain:
+            terms = self.beta.chain_terms(streams, n)
+            switch = has_hist[:, :n].t().reshape(n * B, 1).to(emb.dtype)  # rows e*B + b
+            slot, weights = emb.new_zeros(min(Lb, n) * B, E), self.beta.chain_weights()
+            # over blocks of the recursion, not positions: block i holds e = i*Lb .. i*Lb + Lb - 1
+            for block, on in zip(self.beta.split_terms(terms, Lb * B), switch.split(Lb * B)):
+                slot = self.beta.chain(block, slot[: on.shape[0]], weights) * on
+                blocks.append(slot)
+            return torch.cat(blocks, 0).view(n, B, E).transpose(0, 1)
+        for b0 in range(0, n, Lb):
             b1 = min(b0 + Lb, n)
             slot = blocks[-1][:, :b1 - b0] if blocks else emb.new_zeros(B, b1 - b0, E)
             out = self.beta.forward_sequence(seq, slot, streams, r0=b0)

@@ -2,34 +2,45 @@
 Cells", Section 2.2).
 
 A layer of total hidden size ``m`` with ``wide = n`` runs n independent cells of ``k = m / n`` units.
-Every cell reads the whole layer input x_t; cell j's recurrence sees only its own previous state
-h^j_{t-1}; the layer output is the concatenation h_t = [h^1_t; ...; h^n_t] (paper Fig. 2-3). For an
-LSTM cell (paper Section 2.1, Graves 2013), per cell j:
+Cell j's recurrence sees only its own previous state h^j_{t-1}; the layer output is the
+concatenation h_t = [h^1_t; ...; h^n_t] (paper Fig. 2-3). What a cell reads is ``cell_input``:
 
-    (i, f, g, o)^j = (sigm, sigm, tanh, sigm)( W^j x_t + U^j h^j_{t-1} + b^j )
+* ``"full"`` (Figure 3: "the small cells accept input x"): every cell reads the whole x_t;
+* ``"slice"`` (Section 2.2's count, each cell a T_{2m/n -> 4m/n}): cell j reads only the j-th of n
+  consecutive slices x^j_t of the input (torch.tensor_split sizes when n does not divide it), so
+  the input projection is block-diagonal like the recurrence.
+
+For an LSTM cell (paper Section 2.1, Graves 2013), per cell j (x^j_t = x_t in the full reading):
+
+    (i, f, g, o)^j = (sigm, sigm, tanh, sigm)( W^j x^j_t + U^j h^j_{t-1} + b^j )
     c^j_t = f * c^j_{t-1} + i * g,         h^j_t = o * tanh(c^j_t)
 
 so the full recurrent matrix is block-diagonal: U = diag(U^1, ..., U^n). ``wide = 1`` is exactly a
-standard LSTM (``torch.nn.LSTM`` with the same weights). GRU and vanilla-tanh cells are supported
-with torch's equations.
+standard LSTM (``torch.nn.LSTM`` with the same weights) in either reading. GRU and vanilla-tanh
+cells are supported with torch's equations.
 
 Vectorisation: the input projection of all cells for all steps is one matrix product before the time
-loop, and each step's block-diagonal recurrence is one ``torch.baddbmm`` over the cell dimension
-(weights ``[n, k, G*k]``); there is no loop over cells. For LSTM cells the time loop is one autograd
+loop (for ``"slice"`` one batched product over the cells, ``[n, T*B, I/n] x [n, I/n, G*k]``), and
+each step's block-diagonal recurrence is one ``torch.baddbmm`` over the cell dimension (weights
+``[n, k, G*k]``); there is no loop over cells. For LSTM cells the time loop is one autograd
 node (``_BlockDiagonalLSTM``) with a hand-written backward: the recurrent weight gradient is one
 batched product over all steps instead of T small ones (tested against autograd and nn.LSTM).
 With ``wide = 1`` (a standard LSTM), unpadded multi-step calls use torch's fused LSTM kernel.
 
 Parameters per layer (input size I, G = 4 gates for LSTM, 3 for GRU, 1 for vanilla):
-    input weights      G * m * I          (every cell reads the full input)
+    input weights      G * m * I   (full: every cell reads the whole input)
+                       G * m * I / n   (slice: cell j's G*k x |x^j| weights, n blocks in all)
     recurrent weights  G * m^2 / n        (block-diagonal; the paper's Table 2 "recurrent parameters"
                                           = 2 layers * 4 * 1950^2 / n = 30.4M, 15.2M, 10.1M, ...)
     biases             G * m (LSTM, vanilla: one bias; b_ih + b_hh of torch are redundant),
                        4 * m (GRU: 3m input bias + torch's m-sized b_hn, which sits inside r * (.))
-For an LSTM with I = m this is 4m^2 + 4m^2/n + 4m.  The paper's Section 2.2 formula 8m^2/n + 4m
-counts each cell as T_{2m/n -> 4m/n}, i.e. as if each cell read only an m/n slice of the input,
-which contradicts its own Figure 3 (every cell reads x); its recurrent half 4m^2/n is what we have.
+For an LSTM with I = m: full 4m^2 + 4m^2/n + 4m; slice 8m^2/n + 4m, the paper's Section 2.2 count,
+the only reading in which "PCs with wide=n reduce the parameter size of the LSTM cell to about 1/n"
+(and Section 3.1's "when wide=10 the LSTM cell contains about only 10% of parameters") holds.
 ``ParallelCellRNNLayer.count_parameters`` gives the formula; the tests check it.
+
+Weight layout: ``weight_ih`` is ``[n*G*k, I]`` (rows of cell j: ``[j*G*k, (j+1)*G*k)``) in the full
+reading and ``[G*k, I]`` in the slice reading (the columns of input slice j are cell j's weights).
 
 Layer contract (shared by fairseq_local's recurrent layers):
     ``forward(x[T, B, I], state=None, padding_mask=None[T, B] bool) -> (out[T, B, m], state)``
@@ -53,12 +64,20 @@ from fairseq_local.modules.amp import autocast_inputs
 State = Tuple[Tensor, ...]
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+CELL_INPUTS = ("full", "slice")
+
+
+def input_slices(input_size: int, wide: int) -> Tuple[int, ...]:
+    """Widths of the n consecutive input slices of the slice reading (``torch.tensor_split`` sizes:
+    the first ``input_size % wide`` slices are one unit wider)."""
+    return tuple(input_size // wide + (1 if j < input_size % wide else 0) for j in range(wide))
 
 
 class ParallelCellRNNLayer(nn.Module):
     """``wide`` independent LSTM / GRU / tanh-RNN cells of ``hidden_size // wide`` units each."""
 
-    def __init__(self, input_size: int, hidden_size: int, wide: int = 1, cell: str = "lstm"):
+    def __init__(self, input_size: int, hidden_size: int, wide: int = 1, cell: str = "lstm",
+                 cell_input: str = "full"):
         super().__init__()
         if cell not in CELL_GATES:
             raise ValueError(f"--cell-type {cell!r}: expected one of {sorted(CELL_GATES)}")
@@ -66,11 +85,26 @@ class ParallelCellRNNLayer(nn.Module):
             raise ValueError(
                 f"parallel cells: hidden size {hidden_size} is not divisible by wide={wide}"
             )
+        if cell_input not in CELL_INPUTS:
+            raise ValueError(f"--cell-input {cell_input!r}: expected 'full' or 'slice'")
+        if cell_input == "slice" and input_size < wide:
+            raise ValueError(f"--cell-input slice: a layer input of {input_size} units cannot be split "
+                             f"among wide={wide} cells (each cell needs at least one input unit)")
         self.input_size, self.hidden_size, self.wide, self.cell = input_size, hidden_size, wide, cell
+        self.cell_input = cell_input
         self.cell_size = k = hidden_size // wide
         self.num_gates = g = CELL_GATES[cell]
-        # rows [j*g*k, (j+1)*g*k) belong to cell j, gates in torch order (i,f,g,o) / (r,z,n)
-        self.weight_ih = nn.Parameter(torch.empty(wide * g * k, input_size))
+        # full: rows [j*g*k, (j+1)*g*k) belong to cell j, gates in torch order (i,f,g,o) / (r,z,n);
+        # slice: [g*k, I], the columns of input slice j are cell j's weights
+        rows = wide * g * k if cell_input == "full" else g * k
+        self.weight_ih = nn.Parameter(torch.empty(rows, input_size))
+        if cell_input == "slice":
+            widths = input_slices(input_size, wide)
+            owner = torch.repeat_interleave(torch.arange(wide), torch.tensor(widths), output_size=input_size)
+            offset = torch.arange(input_size) - torch.cumsum(torch.tensor((0,) + widths[:-1]), 0)[owner]
+            # input unit i -> its cell, and its column in the [n, max width] padded layout
+            self.register_buffer("input_cell", owner, persistent=False)
+            self.register_buffer("input_padded_index", owner * widths[0] + offset, persistent=False)
         self.weight_hh = nn.Parameter(torch.empty(wide, k, g * k))  # cell j: h^j @ weight_hh[j]
         self.bias = nn.Parameter(torch.empty(wide * g * k))
         # GRU's hidden bias of the candidate, b_hn (inside r * (U h + b_hn)), laid out [n, 1, k]
@@ -85,13 +119,15 @@ class ParallelCellRNNLayer(nn.Module):
             nn.init.uniform_(p, -bound, bound)
 
     def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}, wide={self.wide}, cell={self.cell}"
+        return f"{self.input_size}, {self.hidden_size}, wide={self.wide}, cell={self.cell}, cell_input={self.cell_input}"
 
     @staticmethod
-    def count_parameters(input_size: int, hidden_size: int, wide: int, cell: str = "lstm") -> int:
+    def count_parameters(input_size: int, hidden_size: int, wide: int, cell: str = "lstm",
+                         cell_input: str = "full") -> int:
         g, m = CELL_GATES[cell], hidden_size
         bias = 4 * m if cell == "gru" else g * m
-        return g * m * input_size + g * m * m // wide + bias
+        inputs = g * m * input_size if cell_input == "full" else g * (m // wide) * input_size
+        return inputs + g * m * m // wide + bias
 
     # ------------------------------------------------------------------ state helpers
     def mask_cells(self, cells: Iterable[int]):
@@ -124,8 +160,31 @@ class ParallelCellRNNLayer(nn.Module):
     # ------------------------------------------------------------------ forward
     def input_projection_parameters(self) -> Tuple[Tensor, Tensor]:
         """(weight, bias) of the input projection, for callers that compute it themselves
-        (``forward(..., input_proj=...)``, e.g. a ``StepwiseLinear`` in a decoder loop)."""
-        return self.weight_ih, self.bias
+        (``forward(..., input_proj=...)``, e.g. a ``StepwiseLinear`` in a decoder loop). In the slice
+        reading the weight is the block-diagonal ``[n*G*k, I]`` matrix, built from ``weight_ih``
+        (differentiable; its off-block entries are zeros and pass no gradient)."""
+        if self.cell_input == "full":
+            return self.weight_ih, self.bias
+        n = self.wide
+        own = self.input_cell.view(1, 1, -1) == torch.arange(n, device=self.input_cell.device).view(n, 1, 1)
+        dense = self.weight_ih.unsqueeze(0) * own.to(self.weight_ih.dtype)  # [n, G*k, I]
+        return dense.reshape(n * self.weight_ih.size(0), self.input_size), self.bias
+
+    def _input_projection(self, x: Tensor) -> Tensor:
+        """``W x + b`` of every cell at every step, ``[T, B, n*G*k]`` (cells in order)."""
+        if self.cell_input == "full":
+            return F.linear(x, self.weight_ih, self.bias)
+        T, B, I = x.shape
+        n, gk = self.wide, self.weight_ih.size(0)
+        width = -(-I // n)
+        weight = self.weight_ih
+        if width * n != I:  # uneven slices: zero-pad every slice to the widest one
+            index = self.input_padded_index
+            x = x.new_zeros(T, B, n * width).index_copy(2, index, x)
+            weight = weight.new_zeros(gk, n * width).index_copy(1, index, weight)
+        xs = x.reshape(T * B, n, width).transpose(0, 1)  # [n, T*B, width]
+        proj = torch.bmm(xs, weight.view(gk, n, width).permute(1, 2, 0))  # [n, T*B, G*k]
+        return proj.transpose(0, 1).reshape(T, B, n * gk) + self.bias.to(proj.dtype)
 
     def forward(
         self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None,
@@ -144,7 +203,7 @@ class ParallelCellRNNLayer(nn.Module):
         h, *rest = [self._cells_first(s) for s in state]
         c = rest[0] if rest else None
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
-        xproj = input_proj if input_proj is not None else F.linear(x, self.weight_ih, self.bias)
+        xproj = input_proj if input_proj is not None else self._input_projection(x)
         xproj = xproj.view(T, B, n, g * k)
         pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
         keep_cells = None
@@ -206,13 +265,20 @@ class ParallelCellRNNLayer(nn.Module):
         ``cell_size`` units into cell j (e.g. to import pretrained weights; wide=1 takes a whole
         standard RNN)."""
         k, g = self.cell_size, self.num_gates
-        if rnn.hidden_size != k or rnn.input_size != self.input_size or rnn.num_layers != 1:
+        cols = slice(0, self.input_size)
+        if self.cell_input == "slice":
+            widths = input_slices(self.input_size, self.wide)
+            cols = slice(sum(widths[:j]), sum(widths[: j + 1]))
+        if rnn.hidden_size != k or rnn.input_size != cols.stop - cols.start or rnn.num_layers != 1:
             raise ValueError(
                 f"cannot load a {type(rnn).__name__}({rnn.input_size}, {rnn.hidden_size}, "
-                f"num_layers={rnn.num_layers}) into a cell of {k} units with input {self.input_size}"
+                f"num_layers={rnn.num_layers}) into a cell of {k} units with input {cols.stop - cols.start}"
             )
         rows = slice(j * g * k, (j + 1) * g * k)
-        self.weight_ih[rows] = rnn.weight_ih_l0
+        if self.cell_input == "slice":
+            self.weight_ih[:, cols] = rnn.weight_ih_l0
+        else:
+            self.weight_ih[rows] = rnn.weight_ih_l0
         self.weight_hh[j] = rnn.weight_hh_l0.t()
         b_ih = getattr(rnn, "bias_ih_l0", None)
         b_hh = getattr(rnn, "bias_hh_l0", None)
@@ -334,12 +400,13 @@ class BidirectionalLayer(nn.Module):
                 self.backward_layer.reorder_state(state[1], new_order))
 
 
-def bidirectional_parallel_cells(input_size: int, hidden_size: int, wide: int, cell: str = "lstm"):
+def bidirectional_parallel_cells(input_size: int, hidden_size: int, wide: int, cell: str = "lstm",
+                                 cell_input: str = "full"):
     """A bidirectional parallel-cell layer of ``hidden_size`` outputs: two directions of
-    ``hidden_size // 2`` units, each with ``wide`` cells."""
+    ``hidden_size // 2`` units, each with ``wide`` cells reading the input as ``cell_input`` says."""
     if hidden_size % 2 or (hidden_size // 2) % wide:
         raise ValueError(f"bidirectional parallel cells: hidden size {hidden_size} must split into two "
                          f"directions divisible by wide={wide} (e.g. {2 * wide * max(1, hidden_size // (2 * wide))})")
     half = hidden_size // 2
-    return BidirectionalLayer(ParallelCellRNNLayer(input_size, half, wide, cell),
-                              ParallelCellRNNLayer(input_size, half, wide, cell))
+    return BidirectionalLayer(ParallelCellRNNLayer(input_size, half, wide, cell, cell_input),
+                              ParallelCellRNNLayer(input_size, half, wide, cell, cell_input))

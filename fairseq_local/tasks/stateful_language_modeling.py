@@ -29,6 +29,22 @@ Model-side interface (generic: any recurrent LM can opt in, e.g. the parallel-ce
   ensembles (``fairseq-eval-lm --path a.pt:b.pt``) keep one state per member.
 Other models still train and evaluate here, statelessly (with a warning);
 ``--no-carry-state`` forces that for every model (an ablation).
+
+AWD-LSTM's training procedure (Merity, Keskar and Socher, ICLR 2018; the MC-RNN paper's Table 4)
+----------------------------------------------------------------------------------------------
+* ``--variable-bptt`` (Section 4.1): every training epoch cuts the rows into windows of random
+  length, ``seq_len = max(5, int(N(base, 5)))`` with ``base = --tokens-per-sample`` with probability
+  0.95, else half of it, and at most ``--tokens-per-sample + 40``
+  (:func:`~fairseq_local.data.stateful_bptt_dataset.variable_bptt_lengths`, seeded by
+  ``--seed`` and the epoch, so a resumed epoch has the same windows); each update's learning rate
+  is rescaled by ``seq_len / --tokens-per-sample`` (the mean over the batches of an update with
+  ``--update-freq``), so every token weighs the same whatever its window's length.  Validation and
+  ``fairseq-eval-lm`` keep fixed windows.
+* ``--optimizer nt_asgd`` (Section 3, Algorithm 1): this task drives its trigger and its
+  evaluation with the averaged weights (:class:`~fairseq_local.optim.nt_asgd.NTASGDDriver`): the
+  SGD iterate is restored before every training step, the average is put in the model when a
+  validation begins (so the checkpoint written after it holds the average), and the first
+  validation subset's ``--best-checkpoint-metric`` is the trigger's check.
 """
 import inspect
 import logging
@@ -36,13 +52,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+import numpy as np
 from fairseq import utils
 from fairseq.data import Dictionary, data_utils, iterators
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
-from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset, concatenate_lines
+from fairseq_local.data.stateful_bptt_dataset import (StatefulBPTTDataset, concatenate_lines,
+                                                      variable_bptt_lengths)
+from fairseq_local.errors import ConfigError
+from fairseq_local.optim.nt_asgd import NTASGDDriver
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +111,21 @@ class StatefulLanguageModelingConfig(FairseqDataclass):
     no_carry_state: bool = field(
         default=False, metadata={"help": "start every batch from a zero state (ablation)"}
     )
+    variable_bptt: bool = field(
+        default=False, metadata={"help": "AWD-LSTM's random training window lengths around --tokens-per-sample, "
+                                         "with the lr rescaled by seq_len / --tokens-per-sample"})
+    bptt_std: float = field(default=5.0, metadata={"help": "--variable-bptt: standard deviation of the length"})
+    bptt_full_prob: float = field(
+        default=0.95, metadata={"help": "--variable-bptt: probability of the full base length (else half)"})
+    bptt_min_len: int = field(default=5, metadata={"help": "--variable-bptt: shortest window"})
+    bptt_max_extra: int = field(
+        default=40, metadata={"help": "--variable-bptt: longest window = --tokens-per-sample + this"})
     batch_size: Optional[int] = II("dataset.batch_size")
     batch_size_valid: Optional[int] = II("dataset.batch_size_valid")
     train_subset: str = II("dataset.train_subset")
+    seed: int = II("common.seed")
+    best_checkpoint_metric: str = II("checkpoint.best_checkpoint_metric")
+    maximize_best_checkpoint_metric: bool = II("checkpoint.maximize_best_checkpoint_metric")
 
 
 @register_task("stateful_language_modeling", dataclass=StatefulLanguageModelingConfig)
@@ -104,6 +136,22 @@ class StatefulLanguageModelingTask(FairseqTask):
         self._carries: Dict[str, BPTTState] = {}
         self._stateless_warned = False
         self._all_models_stateful = True
+        self._check_variable_bptt()
+        self.nt_asgd = NTASGDDriver(getattr(cfg, "best_checkpoint_metric", None) or "loss",
+                                    bool(getattr(cfg, "maximize_best_checkpoint_metric", False)))
+        self._window_ratios = []  # seq_len / --tokens-per-sample of the batches of the coming update
+
+    def _check_variable_bptt(self):
+        cfg = self.cfg
+        if not getattr(cfg, "variable_bptt", False):
+            return
+        if not 0.0 <= cfg.bptt_full_prob <= 1.0:
+            raise ConfigError(f"--bptt-full-prob must be in [0, 1] (got {cfg.bptt_full_prob})")
+        if cfg.bptt_std < 0:
+            raise ConfigError(f"--bptt-std must be >= 0 (got {cfg.bptt_std})")
+        if cfg.bptt_min_len < 1 or cfg.bptt_max_extra < 0:
+            raise ConfigError(f"--bptt-min-len must be >= 1 and --bptt-max-extra >= 0 "
+                              f"(got {cfg.bptt_min_len}, {cfg.bptt_max_extra})")
 
     @classmethod
     def setup_task(cls, cfg: StatefulLanguageModelingConfig, **kwargs):
@@ -142,6 +190,10 @@ class StatefulLanguageModelingTask(FairseqTask):
             raise TypeError("stateful_language_modeling batches only its own StatefulBPTTDataset")
         if (dataset.num_shards, dataset.shard_id) != (num_shards, shard_id):
             dataset = dataset.rebatch(shard_id=shard_id, num_shards=num_shards)
+        if getattr(self.cfg, "variable_bptt", False) and dataset.name == self.cfg.train_subset \
+                and not dataset.predict_all:
+            dataset = dataset.rebatch(shard_id=shard_id, num_shards=num_shards,
+                                      window_lengths=self.window_lengths(dataset.targets_per_row, epoch))
         return iterators.EpochBatchIterator(
             dataset=dataset,
             collate_fn=dataset.collater,
@@ -152,6 +204,13 @@ class StatefulLanguageModelingTask(FairseqTask):
             disable_shuffling=True,
             skip_remainder_batch=skip_remainder_batch,
         )
+
+    def window_lengths(self, targets_per_row: int, epoch: int):
+        """The training windows of ``epoch`` (``--variable-bptt``), the same on every shard."""
+        cfg = self.cfg
+        rng = np.random.RandomState([cfg.seed, epoch])
+        return variable_bptt_lengths(targets_per_row, cfg.tokens_per_sample, rng, cfg.bptt_full_prob,
+                                     cfg.bptt_std, cfg.bptt_min_len, cfg.bptt_max_extra)
 
     # ------------------------------------------------------------------ carrying the state
     def build_model(self, cfg, from_checkpoint=False):
@@ -177,14 +236,41 @@ class StatefulLanguageModelingTask(FairseqTask):
         return sample
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        self.nt_asgd.before_train_step(optimizer, model)
         # a dummy batch (ignore_grad) must not advance the carried state
         stateful = supports_bptt_state(model) and not ignore_grad
         self._attach_state(sample, stateful)
+        if not ignore_grad and getattr(self.cfg, "variable_bptt", False) and sample is not None \
+                and "net_input" in sample:
+            self._window_ratios.append(sample["net_input"]["src_tokens"].size(1) / self.cfg.tokens_per_sample)
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def optimizer_step(self, optimizer, model, update_num):
+        """``--variable-bptt``: the update's lr is scaled by seq_len / --tokens-per-sample (AWD-LSTM)."""
+        ratios, self._window_ratios = self._window_ratios, []
+        if not ratios:
+            return super().optimizer_step(optimizer, model, update_num)
+        lr = optimizer.get_lr()
+        optimizer.set_lr(lr * sum(ratios) / len(ratios))
+        try:
+            super().optimizer_step(optimizer, model, update_num)
+        finally:
+            optimizer.set_lr(lr)
 
     def valid_step(self, sample, model, criterion):
         self._attach_state(sample, supports_bptt_state(model))
         return super().valid_step(sample, model, criterion)
+
+    def begin_valid_epoch(self, epoch, model):
+        """``--optimizer nt_asgd``: validate (and checkpoint) the averaged weights."""
+        super().begin_valid_epoch(epoch, model)
+        self.nt_asgd.begin_validation()
+
+    def post_validate(self, model, stats, agg):
+        """``--optimizer nt_asgd``: the first validation subset's metric is the trigger's check."""
+        if self.nt_asgd.after_validation(stats):
+            logger.info(f"NT-ASGD: {self.nt_asgd.metric} {stats[self.nt_asgd.metric]} is worse than the best "
+                        f"before the last {self.nt_asgd.optimizer.nonmono} checks; averaging the weights from now on")
 
     def eval_lm_dataloader(self, dataset, max_tokens=None, batch_size=None, max_positions=None,
                            num_shards=1, shard_id=0, num_workers=1, data_buffer_size=10,

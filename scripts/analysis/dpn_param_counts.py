@@ -3,6 +3,11 @@
 
 The vocabulary sizes default to fairseq's IWSLT14 De-En preparation with 10k joint BPE
 (8848 German / 6632 English types) and, for the NIST archs, the paper's 37k / 25k (Section 4.1).
+Column "params" is each arch as registered (DPN-S2S in the Table 1 reading of Section 4: W^s tied
+to the target embeddings, one SAN decoder-to-encoder attention for both encoder paths, no CNN-path
+fc1/fc2 at equal widths); "fairseq reading" is DPN-S2S with a separate W^s, one SAN attention per
+encoder path and ConvS2S's fc1/fc2, and the baselines with their decoder input and output
+embeddings tied (fconv --share-input-output-embed, transformer --share-decoder-input-output-embed).
 
     python scripts/analysis/dpn_param_counts.py [--src-vocab 8848 --tgt-vocab 6632] [--json out.json]
 """
@@ -20,6 +25,16 @@ PAPER = {  # Table 1 (IWSLT14 De-En)
 IWSLT = ["dpn_s2s_iwslt_de_en", "dpn_baseline_wider_cnn_iwslt", "dpn_baseline_wider_san_iwslt",
          "dpn_baseline_deeper_cnn_iwslt", "dpn_baseline_deeper_san_iwslt"] + [f"dpn_s2s_m{i}" for i in range(1, 10)]
 NIST = ["dpn_s2s_nist_zh_en", "dpn_baseline_cnn_nist", "dpn_baseline_san_nist"]
+FAIRSEQ_READING = dict(decoder_output_embed="separate", san_cross_attention="per-path", cnn_path_projections="always")
+TIED_BASELINE = {"fconv": dict(share_input_output_embed=True), "transformer": dict(share_decoder_input_output_embed=True)}
+
+
+def other_reading(arch):
+    """The overrides of the second column: the fairseq reading for DPN-S2S, tied embeddings for a baseline."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    name = ARCH_MODEL_NAME_REGISTRY[arch]
+    return FAIRSEQ_READING if name == "dpn_s2s" else TIED_BASELINE[name]
 
 
 class _Task:
@@ -61,17 +76,17 @@ def main(argv=None):
     import fairseq_local  # noqa: F401
 
     rows = []
-    for arch in IWSLT:
-        rows.append((arch, count(arch, args.src_vocab, args.tgt_vocab), PAPER.get(arch)))
-    for arch in NIST:
-        rows.append((arch, count(arch, args.nist_src_vocab, args.nist_tgt_vocab), None))
-    print(f"{'arch':<32}{'params':>10}{'paper':>10}")
-    for arch, n, paper in rows:
-        print(f"{arch:<32}{n / 1e6:>9.2f}M{'' if paper is None else f'{paper / 1e6:.2f}M':>10}")
+    for archs, vocab in ((IWSLT, (args.src_vocab, args.tgt_vocab)), (NIST, (args.nist_src_vocab, args.nist_tgt_vocab))):
+        for arch in archs:
+            rows.append((arch, count(arch, *vocab), count(arch, *vocab, **other_reading(arch)), PAPER.get(arch)))
+    print(f"{'arch':<32}{'params':>10}{'fairseq reading':>17}{'paper':>10}")
+    for arch, n, alt, paper in rows:
+        print(f"{arch:<32}{n / 1e6:>9.2f}M{alt / 1e6:>16.2f}M{'' if paper is None else f'{paper / 1e6:.2f}M':>10}")
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({a: n for a, n, _ in rows}, f, indent=2)
+            json.dump({a: {"params": n, "fairseq_reading": alt, "paper": paper} for a, n, alt, paper in rows}, f,
+                      indent=2)
         os.replace(tmp, args.json)
     return rows
 

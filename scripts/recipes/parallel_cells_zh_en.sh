@@ -4,7 +4,9 @@
 # than 50 words on both sides, 30k-word vocabularies (the rest -> <unk>); train the baseline
 # (wide=1) or parallel-cell (wide=3) model of configs/parallel_cells/table3_zh_en_ROW.yaml, decode
 # every NIST test set and report case-insensitive BLEU against the four references (sacrebleu,
-# scripts/score.sh --lowercase).
+# scripts/score.sh --lowercase).  Training follows the YAML: SGD lr 0.5, clip 5, batches of 32
+# sentences, a validation every 3000 updates and lr x 0.93 after each one whose loss is not below
+# the previous one's (--lr-scheduler reduce_lr_on_plateau_updates, see the YAML's comment).
 #
 #   bash scripts/recipes/parallel_cells_zh_en.sh --row baseline|wide3 --out data/nist_zh_en \
 #       --train-zh "ldc/LDC2002E18.zh ..." --train-en "ldc/LDC2002E18.en ..." \

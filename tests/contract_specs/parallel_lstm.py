@@ -1,7 +1,9 @@
 """Contract specs of the parallel-cell family: ``parallel_lstm_lm`` (Tables 1-2 and the Section 4.1
 masking model, on the stateful truncated-BPTT task) and ``parallel_lstm`` (Table 3 translation).
 tiny_args keep every arch's wide / layer structure: 60 hidden units divide by every paper wide
-(1, 2, 3, 4, 5, 10, 15); 12 translation units split into two directions of 3 cells."""
+(1, 2, 3, 4, 5, 10, 15), and 30-d embeddings give each of up to 15 cells an input slice (the LM
+archs read the input in slices, --cell-input slice); 12 translation units split into two
+directions of 3 cells."""
 from contract_lib import ContractSpec, make_lm_data
 
 
@@ -14,7 +16,7 @@ SPECS = {
     "parallel_lstm_lm": ContractSpec(
         task="stateful_language_modeling",
         make_data=_stateful_lm_data,
-        tiny_args=["--decoder-embed-dim", "8", "--decoder-hidden-size", "60", "--decoder-layers", "1"],
+        tiny_args=["--decoder-embed-dim", "30", "--decoder-hidden-size", "60", "--decoder-layers", "1"],
         hydra_config="parallel_cells/table2_ptb_wide3",
         hydra_overrides=["model.decoder_embed_dim=8", "model.decoder_hidden_size=60", "model.decoder_layers=1",
                          "dataset.batch_size=4", "dataset.batch_size_valid=4"],

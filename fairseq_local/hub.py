@@ -1,0 +1,142 @@
+"""Python API: ``Model.from_pretrained(dir, checkpoint_file=..., ...)`` for every model of the plugin.
+
+fairseq's hub interface (``fairseq.hub_utils.GeneratorHubInterface``: ``translate``, ``sample``,
+``score``, ``generate``, ``encode``/``decode``) loads a checkpoint with its task, dictionaries and
+optional tokenizer / BPE and runs fairseq's ``SequenceGenerator`` on raw text. fairseq's
+``BaseFairseqModel.from_pretrained`` already serves plain translation and ``language_modeling``
+checkpoints; :func:`from_pretrained` adds what two of our tasks need:
+
+* ``stateful_language_modeling`` (the MC-RNN and parallel-cell LMs) batches one contiguous token
+  stream and has no per-sentence dataset for inference. The interface samples and scores with
+  fairseq's ``language_modeling`` task over the checkpoint's dictionary: every sentence starts
+  from a zero state (the state at the start of a stream), preceded by the end-of-sentence token as
+  in training, where each line of the stream ends in one.
+* ``lattice_translation`` reads word lattices, not word ids. :class:`LatticeHubInterface` builds
+  each input sentence's lattice with the task's segmenters (``lattice_segmenters``, those of the
+  training run unless overridden) or reads a line in the lattice text format of
+  :mod:`fairseq_local.data.lattice`.
+
+``score`` is fairseq's language-model scoring; for translation checkpoints it stops with one line
+(fairseq's ``score`` has no target side for them: use ``fairseq-generate --score-reference``).
+The plugin installs :func:`from_pretrained` as the classmethod ``from_pretrained`` of each of its
+model classes (``fairseq_local/patches/hub_interface.py``); it also works for fairseq's own
+classes (``fairseq_local.hub.from_pretrained(...)``).
+"""
+import os
+import warnings
+from typing import List
+
+import torch
+from fairseq import hub_utils
+from fairseq.hub_utils import GeneratorHubInterface
+
+DEFAULT_CHECKPOINT = "checkpoint_best.pt"  # what fairseq-train writes (fairseq's own default: model.pt)
+
+
+class HubInterface(GeneratorHubInterface):
+    """fairseq's ``GeneratorHubInterface``; batches are built without torch's pin-memory warning on
+    CPU-only machines, and ``score`` refuses translation checkpoints with one line."""
+
+    def _build_batches(self, tokens, skip_invalid_size_inputs):
+        with warnings.catch_warnings():  # fairseq's iterators always ask for pinned memory
+            warnings.filterwarnings("ignore", message=".*pin_memory.*")
+            return super()._build_batches(tokens, skip_invalid_size_inputs)
+
+    def score(self, sentences, replace_newline_with_eos: bool = False, **kwargs):
+        from fairseq.tasks.translation import TranslationTask
+
+        if isinstance(self.task, TranslationTask):
+            raise NotImplementedError(
+                f"score(): {type(self.models[0]).__name__} is a translation model; score() scores sentences "
+                "under a language model (fairseq-generate --score-reference scores given translations)")
+        return super().score(sentences, replace_newline_with_eos=replace_newline_with_eos, **kwargs)
+
+
+class LatticeHubInterface(HubInterface):
+    """Hub interface of ``lattice_translation`` checkpoints: a raw Chinese sentence is segmented into
+    a word lattice by the task's ``lattice_segmenters`` (the first gives the primary path); a line
+    holding a tab is read as a lattice in the text format (characters, edges, optional path)."""
+
+    def encode(self, sentence: str) -> torch.LongTensor:
+        from fairseq_local.data.lattice import Lattice
+        from fairseq_local.data.lattice_dataset import pack_lattices
+
+        if "\t" in sentence:
+            lattice = Lattice.from_line(sentence.rstrip("\n"), "input")
+        else:
+            lattice = self.task.lattice_builder(sentence, "input") if sentence.strip() else None
+        return pack_lattices([lattice], self.src_dict)[0]
+
+    def _build_batches(self, tokens: List[torch.LongTensor], skip_invalid_size_inputs):
+        # the task batches lattices by their number of characters (the first packed value)
+        lengths = torch.LongTensor([int(t[0]) for t in tokens])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*pin_memory.*")
+            return self.task.get_batch_iterator(
+                dataset=self.task.build_dataset_for_inference(tokens, lengths),
+                max_tokens=self.cfg.dataset.max_tokens, max_sentences=self.cfg.dataset.batch_size,
+                max_positions=self.max_positions, ignore_invalid_inputs=skip_invalid_size_inputs,
+                disable_iterator_cache=True,
+            ).next_epoch_itr(shuffle=False)
+
+
+def _language_modeling_task(stateful_task):
+    """fairseq's ``language_modeling`` task over a ``stateful_language_modeling`` task's dictionary:
+    one sentence per sample (``sample_break_mode eos``), for sampling and scoring sentences."""
+    from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.structured(LanguageModelingConfig(
+        data=stateful_task.cfg.data, sample_break_mode="eos", tokens_per_sample=1024,
+        max_target_positions=1024, seed=1, batch_size=None, batch_size_valid=None,
+        dataset_impl=None, data_buffer_size=10, tpu=False, use_plasma_view=False))
+    return LanguageModelingTask(cfg, stateful_task.dictionary, stateful_task.dictionary)
+
+
+def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOINT, data_name_or_path: str = ".",
+                    model_class=None, **kwargs) -> GeneratorHubInterface:
+    """Load ``model_name_or_path/checkpoint_file`` (``a.pt:b.pt`` for an ensemble) with the task and
+    dictionaries of ``data_name_or_path`` (a binarized data directory; ``.`` = the model directory)
+    and return a hub interface. Keyword arguments override the checkpoint's configuration, as in
+    fairseq: ``bpe='subword_nmt', bpe_codes=...``, ``tokenizer='moses'``, ``beam=...``,
+    ``lattice_segmenters='jieba'``... ``model_class`` (set by the classmethod) is checked against
+    the loaded model."""
+    from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
+    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
+
+    directory = str(model_name_or_path)
+    for name in checkpoint_file.split(os.pathsep):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"from_pretrained: {path}: no such checkpoint")
+    data = str(data_name_or_path)
+    if not data.startswith(".") and not os.path.isdir(data):
+        raise FileNotFoundError(f"from_pretrained: data_name_or_path {data}: no such directory "
+                                "(the binarized data directory with the dictionaries)")
+    loaded = hub_utils.from_pretrained(directory, checkpoint_file, data, **kwargs)
+    models, task, cfg = loaded["models"], loaded["task"], loaded["args"]
+    if model_class is not None and not isinstance(models[0], model_class):
+        raise TypeError(f"from_pretrained: {os.path.join(directory, checkpoint_file)} holds a "
+                        f"{type(models[0]).__name__} model, not a {model_class.__name__}")
+    if isinstance(task, StatefulLanguageModelingTask):
+        task = _language_modeling_task(task)
+    interface = LatticeHubInterface if isinstance(task, LatticeTranslationTask) else HubInterface
+    return interface(cfg, task, models)
+
+
+def _classmethod(cls, model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOINT, data_name_or_path: str = ".",
+                 **kwargs):
+    return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, model_class=cls, **kwargs)
+
+
+_classmethod.__doc__ = from_pretrained.__doc__
+
+
+def install():
+    """Make :func:`from_pretrained` the ``from_pretrained`` classmethod of every model class the
+    plugin registers (fairseq's own classes keep theirs)."""
+    from fairseq.models import MODEL_REGISTRY
+
+    for model_cls in MODEL_REGISTRY.values():
+        if model_cls.__module__.startswith("fairseq_local."):
+            model_cls.from_pretrained = classmethod(_classmethod)

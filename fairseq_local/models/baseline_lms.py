@@ -1,0 +1,76 @@
+"""Baseline recurrent language models the papers compare against, as named architectures.
+
+**Zaremba, Sutskever and Vinyals (2014), "Recurrent Neural Network Regularization"**, the PTB
+baselines of the parallel-cells paper (Tables 1-2: "LSTM-1500h", and the 650-unit model of its
+Section 4) and the regularised-LSTM recipe it follows:
+
+* ``zaremba_lstm_lm_medium``: 2 layers x 650 LSTM units, 650-d embeddings, dropout 0.5 on the
+  non-recurrent connections, weights uniform in [-0.05, 0.05];
+* ``zaremba_lstm_lm_large``: 2 layers x 1500 units, 1500-d embeddings, dropout 0.65, [-0.04, 0.04].
+
+Zaremba's models do not tie the input and output embeddings (tying came later, Inan et al. and
+Press and Wolf, 2017), so neither do these.  With a 10k vocabulary they have 19.78M and 66.02M
+parameters (the 20M / 66M that Merity et al. 2018, Table 1, list for them); the exact formula is
+pinned by tests/test_baseline_lms.py.  Both are the parallel-cell LM with one cell per layer
+(``parallel_lstm_lm``, ``--wide 1``, i.e. a plain LSTM layer with one bias vector per gate; Zaremba's
+Torch LSTM has two, i_2h and h_2h, 4 x 650 more parameters per layer), because Zaremba's
+training carries the final state of one batch into the next (``--task stateful_language_modeling``).
+fairseq's own ``lstm_lm`` cannot: its decoder takes no carried state and starts every block from
+zeros, so archs on it would not be Zaremba's training regime.
+
+**genCNN (Wang et al., ACL 2015), Tables 2-3, rows "RNN" and "LSTM"**:
+
+* ``wang_gencnn_rnn_lm``: "the implementation of RNN-based language model [rnnlm.org] with hidden size
+  600" -- one tanh RNN layer of 600 units, 600-d embeddings, untied.  Mikolov's toolkit feeds the
+  one-hot word straight into a sigmoid hidden layer (its V x 600 input matrix is our embedding; we
+  add the 600 x 600 input projection of a standard cell and use tanh) and factorises the softmax
+  by word classes; fairseq's full softmax is used here.
+* ``wang_gencnn_lstm_lm``: GroundHog's LSTM, whose "depth and word-embedding dimension" the paper tuned
+  without reporting them.  We choose one layer of 600 units with 600-d embeddings, the RNN row's
+  width, so that the two rows differ in the cell only.
+
+The arch names start with the first author's, as ``zaremba_*`` do.  The paper's PTB numbers for
+these rows are quoted from earlier work (Table 2's caption) and its FBIS rows (Table 3, 40k
+vocabulary) give no sizes beyond the above.  The paper mentions no dropout for either, so both rows
+have none; configs/baselines/ trains them with Zaremba's small-model recipe.
+"""
+from fairseq.models import register_model_architecture
+
+from fairseq_local.models.parallel_lstm_lm import ParallelLSTMLMConfig
+from fairseq_local.modules.recurrent_seq2seq import fill_defaults
+
+# name -> (layers, units = embedding size, dropout, init scale)
+ZAREMBA = {"medium": (2, 650, 0.5, 0.05), "large": (2, 1500, 0.65, 0.04)}
+GENCNN_WIDTH = 600
+
+
+def _register_zaremba(size):
+    layers, units, dropout, init_scale = ZAREMBA[size]
+
+    @register_model_architecture("parallel_lstm_lm", f"zaremba_lstm_lm_{size}")
+    def arch(args):
+        fill_defaults(args, ParallelLSTMLMConfig, wide=1, cell_type="lstm", decoder_layers=layers,
+                      decoder_hidden_size=units, decoder_embed_dim=units, dropout=dropout,
+                      init_scale=init_scale, share_decoder_input_output_embed=False)
+
+    return arch
+
+
+for _size in ZAREMBA:
+    _register_zaremba(_size)
+
+
+@register_model_architecture("parallel_lstm_lm", "wang_gencnn_rnn_lm")
+def wang_gencnn_rnn_lm(args):
+    """genCNN Tables 2-3, row RNN: one tanh RNN layer of 600 units (rnnlm's hidden size 600)."""
+    fill_defaults(args, ParallelLSTMLMConfig, wide=1, cell_type="rnn", decoder_layers=1,
+                  decoder_hidden_size=GENCNN_WIDTH, decoder_embed_dim=GENCNN_WIDTH, dropout=0.0,
+                  init_scale=0.1, share_decoder_input_output_embed=False)
+
+
+@register_model_architecture("parallel_lstm_lm", "wang_gencnn_lstm_lm")
+def wang_gencnn_lstm_lm(args):
+    """genCNN Tables 2-3, row LSTM: one LSTM layer of 600 units (size not given by the paper)."""
+    fill_defaults(args, ParallelLSTMLMConfig, wide=1, cell_type="lstm", decoder_layers=1,
+                  decoder_hidden_size=GENCNN_WIDTH, decoder_embed_dim=GENCNN_WIDTH, dropout=0.0,
+                  init_scale=0.1, share_decoder_input_output_embed=False)

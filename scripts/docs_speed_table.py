@@ -1,0 +1,294 @@
+#!/usr/bin/env python
+"""Render each model family's speed tables (markdown) from the benchmark JSON kept in the repository,
+and the result tables the pages quote from docs/results/.
+
+    python scripts/docs_speed_table.py --family mc_rnn     # print one family's speed section
+    python scripts/docs_speed_table.py --results gpu_train # print one results table
+    python scripts/docs_speed_table.py --write             # refresh the tables embedded in docs/*.md
+    python scripts/docs_speed_table.py --check             # exit 1 if an embedded table differs
+
+Sources: every ``docs/results/*/bench.json`` written by ``scripts/gpu/run_all.sh`` (a list of
+``scripts/bench.py --json`` results with the command that produced each), described by the
+``check.json`` next to it (device name, torch and fairseq versions). A page embeds its family's
+tables between ``<!-- speed-table:begin FAMILY -->`` and ``<!-- table:end -->``; the text in
+between is this script's output and is rewritten by ``--write``. A family without CPU results
+says so: its CPU multiply-add ceilings stay in the page's own text. Result tables are embedded the
+same way between ``<!-- results-table:begin NAME -->`` and ``<!-- table:end -->``.
+"""
+import argparse
+import difflib
+import glob
+import json
+import os
+import re
+import shlex
+import sys
+from typing import Dict, List, Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAMILIES = {"mc_rnn": "docs/mc_rnn.md", "parallel_cells": "docs/parallel_cells.md", "lattice": "docs/lattice.md",
+            "gencnn": "docs/gencnn.md", "dpn_s2s": "docs/dpn_s2s.md"}
+BEGIN = "<!-- speed-table:begin {} -->"
+RESULTS_BEGIN = "<!-- results-table:begin {} -->"
+END = "<!-- table:end -->"
+
+
+def _sources() -> List[dict]:
+    """Each benchmark file with its machine description, GPU before CPU."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(REPO, "docs", "results", "*", "bench.json"))):
+        with open(path, encoding="utf-8") as f:
+            bench = json.load(f)
+        check_path = os.path.join(os.path.dirname(path), "check.json")
+        check = {}
+        if os.path.exists(check_path):
+            with open(check_path, encoding="utf-8") as f:
+                check = json.load(f)
+        out.append({"path": os.path.relpath(path, REPO), "bench": bench, "check": check,
+                    "gpu": bench.get("device") == "cuda"})
+    return sorted(out, key=lambda s: (not s["gpu"], s["path"]))
+
+
+def _machine(source) -> str:
+    check, device = source["check"], source["bench"].get("device", "?")
+    name = check.get("cuda_device") or ("CPU" if device == "cpu" else device)
+    parts = [name]
+    if check.get("torch"):
+        parts.append(f"torch {check['torch']}")
+    if check.get("fairseq"):
+        parts.append(f"fairseq {check['fairseq']}")
+    return ", ".join(parts)
+
+
+def _command(command: str) -> str:
+    """The bench.py command as a user runs it: without the run's own ``--json`` output path."""
+    argv = shlex.split(command)
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--json":
+            skip = True
+            continue
+        out.append(a)
+    return shlex.join(out)
+
+
+def _wrap(command: str, width: int = 100) -> str:
+    """A long command as backslash-continued lines (at option boundaries)."""
+    words = shlex.split(command)
+    lines, line = [], ""
+    for w in words:
+        w = w if re.fullmatch(r"[\w@%+=:,./$-]+", w) else shlex.quote(w)
+        piece = w if not line else " " + w
+        if line and w.startswith("--") and len(line) + len(piece) > width - 2:
+            lines.append(line + " \\")
+            line = "    " + w
+        else:
+            line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def _fmt(x: Optional[float], digits: int = 0) -> str:
+    if x is None:
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _row(entry) -> Dict[str, object]:
+    a, b = entry["result"]["rows"]
+    r = entry["result"]
+    gen = a.get("gen_sent_per_s") is not None and b.get("gen_sent_per_s") is not None
+    return {
+        "dtype": entry["dtype"],
+        "params": f"{a['params'] / 1e6:.2f}M / {b['params'] / 1e6:.2f}M",
+        "train": f"{_fmt(a['train_tokens_per_s'])} / {_fmt(b['train_tokens_per_s'])}",
+        "ratio": f"**{r['train_ratio']:.2f}** ({r['train_ratio_min']:.2f}–{r['train_ratio_max']:.2f})",
+        "gen": f"{_fmt(a['gen_sent_per_s'], 1)} / {_fmt(b['gen_sent_per_s'], 1)}" if gen else "–",
+        "gen_ratio": f"{a['gen_sent_per_s'] / b['gen_sent_per_s']:.2f}" if gen else "–",
+        "mem": f"{_fmt(a['peak_mem_mib'])} / {_fmt(b['peak_mem_mib'])}",
+    }
+
+
+def render(family: str) -> str:
+    """The markdown of one family's speed section body (between the markers)."""
+    lines: List[str] = []
+    cpu_seen = False
+    for source in _sources():
+        entries = [e for e in source["bench"].get("entries", [])
+                   if e.get("family") == family and e.get("status") == "ok"]
+        if not entries:
+            continue
+        cpu_seen |= not source["gpu"]
+        names = list(dict.fromkeys(e["name"] for e in entries))
+        lines += [f"**{'GPU' if source['gpu'] else 'CPU'}: {_machine(source)}** (`{source['path']}`, "
+                  f"{len(names)} comparison{'s' if len(names) > 1 else ''}; A = ours, B = the baseline; "
+                  "training tokens/s is forward + backward + Adam step on the same batches; the ratio is the "
+                  "median of the per-round A/B ratios with their range; generation is beam 5)", ""]
+        if source["gpu"]:
+            lines += ["The commands ran on the GPU box as `bash scripts/gpu/run_all.sh OUT --part bench` runs them "
+                      "([gpu.md](gpu.md)); `gpu_kit/data/` is made by `bash scripts/gpu/prepare_data.sh`.", ""]
+        for name in names:
+            group = [e for e in entries if e["name"] == name]
+            first = group[0]
+            a, b = (row["arch"] for row in first["result"]["rows"])
+            lines += [f"`{name}`: `{a}` (A) vs `{b}` (B)", ""]
+            lines += ["| dtype | params A / B | train tok/s A / B | train A/B | beam-5 sent/s A / B | gen A/B "
+                      "| peak MiB A / B |", "|---|---|---|---|---|---|---|"]
+            for e in group:
+                r = _row(e)
+                lines.append(f"| {r['dtype']} | {r['params']} | {r['train']} | {r['ratio']} | {r['gen']} | "
+                             f"{r['gen_ratio']} | {r['mem']} |")
+            commands = [_command(e["command"]) for e in group]
+            dtypes = [e["dtype"] for e in group]
+            generic = [c.replace(f"--dtype {d}", "--dtype D") for c, d in zip(commands, dtypes)]
+            same = all(g == generic[0] for g in generic)
+            lines.append("")
+            if same and len(group) > 1:
+                lines += [f"Command ({', '.join(dtypes[1:])}: the same with `--dtype` {', '.join(dtypes[1:])}):", ""]
+                shown = commands[:1]
+            else:
+                lines += ["Command" + ("s:" if len(commands) > 1 else ":"), ""]
+                shown = commands
+            reason = "a GPU benchmark" if source["gpu"] else "a benchmark: minutes of CPU"
+            for c in shown:
+                lines += [f"<!-- doc-test: parse ({reason}) -->", "```bash", _wrap(c), "```", ""]
+            scaling = [e for e in group if e["result"].get("scaling")]
+            for e in scaling[:1]:
+                lines += [f"Time per batch by sentence length ({e['dtype']}, batches of "
+                          f"{e['result']['args']['max_tokens']} target tokens, so constant time per batch "
+                          "means time linear in length):", "",
+                          "| length | A ms/batch | B ms/batch |", "|---|---|---|"]
+                for s in e["result"]["scaling"]:
+                    lines.append(f"| {s['length']} | {s['A_ms_per_batch']:.1f} | {s['B_ms_per_batch']:.1f} |")
+                lines.append("")
+    if not lines:
+        lines = ["No benchmark results are kept for this family yet.", ""]
+    if not cpu_seen:
+        lines += ["No CPU benchmark results are kept for this family: only the GPU tables are generated. The "
+                  "page's multiply-add counts give the CPU ceiling of each ratio.", ""]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# result tables quoted from the JSON of docs/results/ (embedded between results-table markers)
+# ----------------------------------------------------------------------------------------------
+def _load(rel: str) -> dict:
+    with open(os.path.join(REPO, rel), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _mc_rnn_multi30k_updates() -> str:
+    rel = "docs/results/mc_rnn_learning/multi30k_1000_updates.json"
+    d = _load(rel)
+    lines = [f"From `{rel}`. {d['setup']}.", "",
+             "| arch | options | seed | train ppl @1000 | valid ppl @750 | valid ppl @1000 | valid BLEU |",
+             "|---|---|---|---|---|---|---|"]
+    for r in d["runs"]:
+        lines.append(f"| `{r['arch']}` | {('`' + r['options'] + '`') if r['options'] else '(arch defaults)'} | "
+                     f"{r['seed']} | {_fmt(r['train_interval_ppl'].get('1000'), 1)} | "
+                     f"{_fmt(r['valid_ppl_fresh_at_750'], 1)} | **{_fmt(r['valid_ppl_fresh_at_1000'], 1)}** | "
+                     f"{_fmt(r['valid_bleu_beam5_tokenized'], 1)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _gpu_train() -> str:
+    rel = "docs/results/gpu/train.json"
+    d, machine = _load(rel), _machine({"check": _load("docs/results/gpu/check.json"), "bench": {"device": "cuda"}})
+    lines = [f"From `{rel}` ({machine}; {d['dtype']}, {d['minutes_each']} minutes of training each, "
+             "valid BLEU with beam 5, tokenized):", "",
+             "| arch | updates | epochs | words/s | valid loss per epoch | valid BLEU |", "|---|---|---|---|---|---|"]
+    for arch, r in d["archs"].items():
+        losses = ", ".join(f"{x:.3f}" for x in r["valid_loss_per_epoch"])
+        lines.append(f"| `{arch}` | {r['num_updates']:,} | {r['epochs']} | {_fmt(r['train_wps'])} | {losses} | "
+                     f"{r['valid_bleu']['bleu']:.1f} |")
+    lines += ["", "Command of the first row (the second: the same with its arch):", "",
+              "<!-- doc-test: parse (a GPU training run on the full Multi30k) -->", "```bash",
+              _wrap(_command(next(iter(d["archs"].values()))["command"])), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _gpu_precision() -> str:
+    rel = "docs/results/gpu/precision.json"
+    d = _load(rel)
+    lines = [f"From `{rel}` (`{d['arch']}`, {d['updates']} updates, same seed and batches):", "",
+             "| run | updates | words/s | final valid loss |", "|---|---|---|---|"]
+    for name, r in d["runs"].items():
+        lines.append(f"| {name} | {r['num_updates']:,} | {_fmt(r['train_wps'])} | "
+                     f"{r['valid_loss_per_epoch'][-1]:.3f} |")
+    lines += ["", f"bf16 changes the final valid loss by {100 * d['valid_loss_rel_diff']:+.2f} % of fp32's."]
+    return "\n".join(lines) + "\n"
+
+
+RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),
+           "gpu_train": (_gpu_train, "docs/mc_rnn.md"),
+           "gpu_precision": (_gpu_precision, "docs/mc_rnn.md")}
+
+
+def sections():
+    """(page, begin marker, body) of every generated section."""
+    for family, page in FAMILIES.items():
+        yield page, BEGIN.format(family), render(family)
+    for name, (fn, page) in RESULTS.items():
+        yield page, RESULTS_BEGIN.format(name), fn()
+
+
+def embedded(text: str, begin: str) -> Optional[str]:
+    m = re.search(re.escape(begin) + r"\n(.*?)" + re.escape(END), text, re.S)
+    return None if m is None else m.group(1)
+
+
+def replace(text: str, begin: str, body: str) -> str:
+    pattern = re.escape(begin) + r"\n.*?" + re.escape(END)
+    return re.sub(pattern, lambda _: begin + "\n" + body + END, text, flags=re.S)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--family", choices=sorted(FAMILIES), help="print this family's speed tables")
+    mode.add_argument("--results", choices=sorted(RESULTS), help="print this results table")
+    mode.add_argument("--write", action="store_true", help="rewrite the tables embedded in the family pages")
+    mode.add_argument("--check", action="store_true", help="exit 1 when an embedded table differs from the output")
+    args = p.parse_args(argv)
+    if args.family:
+        sys.stdout.write(render(args.family))
+        return 0
+    if args.results:
+        sys.stdout.write(RESULTS[args.results][0]())
+        return 0
+    if not (args.write or args.check):
+        p.error("one of --family, --results, --write or --check is required")
+    status = 0
+    for page, begin, body in sections():
+        path = os.path.join(REPO, page)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        current = embedded(text, begin)
+        if current is None:
+            if args.check:
+                print(f"{page}: no '{begin}' ... '{END}' section", file=sys.stderr)
+                status = 1
+            continue
+        if current == body:
+            continue
+        if args.write:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(replace(text, begin, body))
+            print(f"{page}: {begin} rewritten")
+        else:
+            diff = difflib.unified_diff(current.splitlines(), body.splitlines(), f"{page} (embedded)",
+                                        "scripts/docs_speed_table.py", lineterm="", n=1)
+            print(f"{page}: the section after {begin} differs from the generator (run "
+                  f"python scripts/docs_speed_table.py --write):\n" + "\n".join(list(diff)[:40]), file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The registry of ``scripts/reproduce.py``: each paper's central comparison as a *family* of
+systems (registered architecture + options), its data, its metric, its training schedule per
+scale, and the claim the comparison tests.
+
+A family is a :class:`Family`; its systems are :class:`System` rows.  The first system flagged
+``baseline`` is what every other system is compared against (paired bootstrap for BLEU).  Widths at
+``--scale cpu`` follow one rule per family (``Scale.width``): every system gets the same embedding
+and hidden width, except a system with ``size_match`` set, whose hidden width is the one that gives
+it the parameter count of the named system at that width (the size-matched control of the paper).
+Standard library only, so that ``reproduce.py`` can report a bad family name without importing
+fairseq.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+
+# Width options as templates: {w} = the scale's common width, {h} = the hidden width (= {w}, or
+# the size-matching width of a size-matched system).
+SEQ2SEQ_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}",
+                  "--encoder-hidden-size", "{h}", "--decoder-hidden-size", "{h}")
+RNN_LM_WIDTHS = ("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str                      # directory name and key in the JSON (e.g. "mc_rnn_3")
+    label: str                     # the paper's name of the row (e.g. "MC-RNN-3")
+    arch: str                      # a registered fairseq architecture
+    options: Tuple[str, ...] = ()  # extra fairseq-train options of this system (both scales)
+    baseline: bool = False
+    size_match: Optional[str] = None  # name of the system whose parameter count this one matches
+    widths: Tuple[str, ...] = SEQ2SEQ_WIDTHS  # width option templates at --scale cpu (() = the arch's own)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Training schedule and widths of one scale.  ``width`` None = the architectures' own widths."""
+    width: Optional[int]
+    max_tokens: int
+    patience: int                  # early stopping: validations without a better dev loss
+    max_epoch: int                 # safety cap; a run that reaches it is reported as such
+    lr: float = 1e-3
+    dropout: float = 0.2
+    clip_norm: float = 1.0
+    train_pairs: Optional[int] = None  # use only the first N training pairs/sentences (None: all)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str                      # "translation" (BLEU) or "lm" (perplexity)
+    paper: str
+    claim: str
+    systems: Tuple[System, ...]
+    scales: Dict[str, Scale] = field(default_factory=dict)
+    data_cpu: str = ""             # description of the data at --scale cpu
+    data_paper: str = ""
+
+    @property
+    def baseline(self) -> System:
+        return next(s for s in self.systems if s.baseline)
+
+    def system(self, name: str) -> System:
+        for s in self.systems:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+# The MC-RNN paper's schedule (Xu et al., AAAI 2019, Section 4.1; configs/mc_rnn/table2_*.yaml):
+# Adam 1e-3, clip 1.0, cross entropy, learning rate halved whenever the dev loss stops improving,
+# early stop after 5 stale validations, max-tokens 4000, 256 units, dropout 0.2.
+MULTI30K_CPU = ("Multi30k De-En: first 28,000 training pairs = train, last 1,000 training pairs = dev "
+                "(early stopping, learning-rate schedule), the official 1,014-pair validation set = test; "
+                "Moses-tokenized, lowercased, joint subword-nmt BPE 8000 (scripts/preprocess.sh)")
+
+FAMILIES: Dict[str, Family] = {
+    "mc_rnn": Family(
+        name="mc_rnn",
+        kind="translation",
+        paper="Xu et al., AAAI 2019, Multi-channel encoder-decoder RNNs (MC-RNN), Tables 2 and 5",
+        claim="MC-RNN-3 beats Baseline-RNN (+1.2 BLEU on IWSLT14 De-En, Table 2) and the size-matched "
+              "Baseline-RNN-large (Table 5): the gain is not just extra parameters",
+        systems=(
+            System("mc_rnn_3", "MC-RNN-3", "mc_rnn_iwslt_de_en_3"),
+            System("baseline", "Baseline-RNN", "rnnsearch_iwslt_de_en", baseline=True),
+            System("baseline_large", "Baseline-RNN-large", "rnnsearch_iwslt_de_en_large", size_match="mc_rnn_3"),
+        ),
+        scales={
+            "cpu": Scale(width=128, max_tokens=4000, patience=2, max_epoch=30, train_pairs=10000,
+                         notes="training data: the first 10,000 Multi30k pairs (one thread per system trains MC-RNN-3 on "
+                               "all 28,000 at about 6.5 min per epoch on the shared 2-core machine, too slow to converge "
+                               "within the 1.5 h budget); widths 256 -> 128 (embeddings and hidden units, every system); "
+                               "Baseline-RNN-large's hidden width is the one that matches MC-RNN-3's parameter count at "
+                               "that width; early-stopping patience 5 -> 2 validations; max-epoch cap 50 -> 30"),
+            "paper": Scale(width=None, max_tokens=4000, patience=5, max_epoch=50),
+        },
+        data_cpu=MULTI30K_CPU,
+        data_paper="IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh: Moses-tokenized, lowercased, joint "
+                   "subword-nmt BPE 25000; its valid = dev, its test = test)",
+    ),
+}
+
+# The language-model families share one corpus and one schedule at --scale cpu: the English side
+# of Multi30k (split as MULTI30K_CPU), one sentence per sample (--sample-break-mode eos), Adam 1e-3,
+# clip 1, learning rate halved on a dev plateau, early stopping: the same optimizer for every
+# system, so that the comparison is of the architectures.
+MULTI30K_EN_LM = ("English side of Multi30k as a language-model corpus: first 28,000 training captions = train, "
+                  "last 1,000 = dev, the official 1,014-caption validation set = test; Moses-tokenized, lowercased, "
+                  "word-level (no BPE), one caption per sample")
+PTB = "Penn Treebank (Mikolov's version, scripts/recipes/prepare_ptb.sh), one sentence per sample"
+LM_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) for every system instead of each paper's SGD/AdaGrad schedule, learning rate "
+                    "halved on a dev plateau, early-stopping patience 2, max-epoch cap 20")
+
+FAMILIES["parallel_cells"] = Family(
+    name="parallel_cells",
+    kind="lm",
+    paper="Parallel-cell LSTM language model, Table 2 (2 layers x 1950 units, PTB)",
+    claim="splitting each layer's hidden units into wide = 3 or 5 parallel cells at the same total hidden size "
+          "lowers perplexity against one LSTM (wide = 1)",
+    systems=(
+        System("wide1", "wide 1 (LSTM)", "parallel_lstm_lm", ("--wide", "1"), baseline=True, widths=RNN_LM_WIDTHS),
+        System("wide3", "wide 3", "parallel_lstm_lm", ("--wide", "3"), widths=RNN_LM_WIDTHS),
+        System("wide5", "wide 5", "parallel_lstm_lm", ("--wide", "5"), widths=RNN_LM_WIDTHS),
+    ),
+    scales={
+        "cpu": Scale(width=240, max_tokens=2000, patience=2, max_epoch=20, dropout=0.3,
+                     notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells), dropout 0.65 -> 0.3; "
+                           + LM_SCHEDULE_NOTE),
+        "paper": Scale(width=None, max_tokens=2000, patience=5, max_epoch=55, dropout=0.65,
+                       notes="Adam with plateau halving instead of the paper's SGD schedule"),
+    },
+    data_cpu=MULTI30K_EN_LM,
+    data_paper=PTB,
+)
+
+FAMILIES["gencnn"] = Family(
+    name="gencnn",
+    kind="lm",
+    paper="Wang et al., genCNN: a convolutional architecture for word sequence prediction, Table 2 (PTB)",
+    claim="genCNN reaches a lower perplexity than an LSTM language model (and a plain convolutional LM) "
+          "of about its size",
+    systems=(
+        System("gencnn", "genCNN", "gencnn_paper", widths=()),
+        System("lstm_lm", "LSTM LM (size-matched)", "lstm_lm", baseline=True, size_match="gencnn",
+               widths=("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}", "--decoder-out-embed-dim", "{w}")),
+        System("fconv_lm", "fconv_lm (size-matched)", "fconv_lm", size_match="gencnn",
+               widths=("--decoder-embed-dim", "{w}", "--decoder-layers", "[({h}, 3)] * 4",
+                       "--decoder-out-embed-dim", "{w}")),
+    ),
+    scales={
+        "cpu": Scale(width=400, max_tokens=2000, patience=2, max_epoch=20, dropout=0.0,
+                     notes="genCNN is the paper's configuration (gencnn_paper); lstm_lm and fconv_lm take 400-d "
+                           "embeddings and readout (genCNN's 400-unit top layer) and the hidden width that matches "
+                           "genCNN's parameter count; no dropout (the paper uses none); " + LM_SCHEDULE_NOTE),
+        "paper": Scale(width=400, max_tokens=2000, patience=5, max_epoch=30, dropout=0.0,
+                       notes="Adam with plateau halving instead of the paper's AdaGrad"),
+    },
+    data_cpu=MULTI30K_EN_LM,
+    data_paper=PTB,
+)
+
+# Families of issue #17 that the harness does not run yet: one clear line instead of a traceback.
+PLANNED = {
+    "dpn_s2s": "DPN-S2S (M9 vs M1 vs M5)",
+    "lattice": "Lattice (DWL/SWL gating vs word- and character-level)",
+}
+
+
+def get_family(name: str) -> Family:
+    """The registered family ``name``; ValueError with one line naming the known ones otherwise."""
+    if name in FAMILIES:
+        return FAMILIES[name]
+    known = ", ".join(sorted(FAMILIES))
+    if name in PLANNED:
+        raise ValueError(f"family '{name}' ({PLANNED[name]}) is not implemented yet; implemented: {known}")
+    raise ValueError(f"unknown family '{name}'; implemented: {known}")
+
+
+def select_systems(family: Family, names: Optional[str]) -> List[System]:
+    """The systems named in the comma-separated ``names`` (all when None), in registry order.
+    A size-matched system needs the system it matches (its width is computed from it), and the
+    baseline is always kept (the comparisons are against it)."""
+    if not names:
+        return list(family.systems)
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = [s.name for s in family.systems]
+    for n in wanted:
+        if n not in known:
+            raise ValueError(f"--systems: family '{family.name}' has no system '{n}' (it has {', '.join(known)})")
+    return [s for s in family.systems if s.name in wanted or s.baseline]

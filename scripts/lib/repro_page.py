@@ -1,0 +1,200 @@
+"""Learning curves, tables and ``docs/results.md`` for ``scripts/reproduce.py``.
+
+Everything on the page is computed from the committed JSON in ``docs/results/reproduce/<family>/``
+(``comparison.json`` and one ``<system>-s<seed>.json`` per run), so the page can be rewritten
+without the checkpoints: ``python scripts/reproduce.py --page-only``.
+"""
+import json
+import os
+import shutil
+from typing import List
+
+from repro_run import write_json
+
+PAGE_HEADER = """# Reproduction results
+
+Each paper's central comparison, every system trained to convergence on real data by
+`scripts/reproduce.py` (learning rate halved on a dev plateau, early stopping with patience, a
+max-epoch safety cap reported when hit), one thread per system.  Generated from the JSON in
+`docs/results/reproduce/` by `python scripts/reproduce.py --page-only`; each table shows the
+command that reproduces it.  BLEU is detokenized sacrebleu (signature under each table) with the
+95% interval of sacrebleu's paired bootstrap (1,000 resamples) and its p-value against the
+baseline.  Wall times are on a shared 2-core machine: compare updates, not minutes, across rows.
+"""
+
+
+def _fmt_minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def table(comparison: dict) -> str:
+    """The comparison as a Markdown table (one row per system and seed)."""
+    lm = comparison.get("kind") == "lm"
+    metric = "test ppl" if lm else "test BLEU"
+    rows = ["| system | arch | params | seed | epochs | updates | wall | stopped by | dev loss (bits) | dev ppl "
+            f"| {metric} | 95% CI | paired-bs p vs baseline |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in comparison["systems"]:
+        t = r["test"]
+        score = t["ppl"] if lm else t["bleu"]
+        ci = f"± {t['ci95']:.2f}" if t.get("ci95") is not None else "–"
+        p = t.get("paired_bs_p_vs_baseline")
+        p = "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.4f}")
+        stopped = "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")
+        rows.append(f"| {r['label']} | `{r['arch']}` | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['epochs']} "
+                    f"| {r['updates']} | {_fmt_minutes(r['wall_s'])} | {stopped} | {r['dev_loss_bits']:.3f} "
+                    f"| {r['dev_ppl']:.2f} | {score:.2f} | {ci} | {p} |")
+    return "\n".join(rows)
+
+
+def equal_budget_tables(comparison: dict, points: int = 6) -> List[str]:
+    """Dev perplexity of every system at equal updates (the update counts every run reached) and
+    at equal wall time (the last validation within each budget), read from the JSON curves."""
+    runs = comparison["systems"]
+    if not runs or not all(r["curve"] for r in runs):
+        return []
+    names = [f"{r['label']} (seed {r['seed']})" if len({x['seed'] for x in runs}) > 1 else r["label"] for r in runs]
+    common = sorted(set.intersection(*[{p["updates"] for p in r["curve"]} for r in runs]))
+    lines = []
+    if common:
+        step = max(1, len(common) // points)
+        picks = common[::-1][::step][::-1][-points:]
+        lines += ["Dev perplexity at equal updates:", "", "| updates | " + " | ".join(names) + " |",
+                  "|---|" + "---|" * len(runs)]
+        for u in picks:
+            cells = [next(p["dev_ppl"] for p in r["curve"] if p["updates"] == u) for r in runs]
+            lines.append(f"| {u} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+        lines.append("")
+    horizon = min(r["curve"][-1]["wall_s"] for r in runs)
+    budgets = [horizon * (i + 1) / points for i in range(points)]
+    lines += ["Dev perplexity at equal wall time (the last validation within the budget; one thread each):", "",
+              "| minutes | " + " | ".join(names) + " |", "|---|" + "---|" * len(runs)]
+    for b in budgets:
+        cells = []
+        for r in runs:
+            done = [p for p in r["curve"] if p["wall_s"] <= b + 1e-6]
+            cells.append(f"{done[-1]['dev_ppl']:.2f} ({done[-1]['updates']} upd.)" if done else "–")
+        lines.append(f"| {b / 60:.0f} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def draw_curves(comparison: dict, path: str):
+    """Dev loss against updates and against wall time, one line per system and seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r in comparison["systems"]:
+        curve = r["curve"]
+        label = f"{r['label']} (seed {r['seed']})"
+        ups = [p["updates"] for p in curve]
+        mins = [p["wall_s"] / 60 for p in curve]
+        loss = [p["dev_loss"] for p in curve]
+        line, = axes[0].plot(ups, loss, marker="o", ms=3, label=label)
+        axes[1].plot(mins, loss, marker="o", ms=3, color=line.get_color(), label=label)
+    axes[0].set_xlabel("updates")
+    axes[1].set_xlabel("wall time (min, one thread per system)")
+    for ax in axes:
+        ax.set_ylabel("dev loss (bits/token)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{comparison['family']}: dev loss ({comparison['scale']} scale)")
+    fig.tight_layout()
+    tmp = f"{path}.tmp.{os.getpid()}.png"
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def publish(comparison: dict, curves_png: str, docs: str) -> str:
+    """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` and rewrite
+    ``docs/results.md``; returns the page's path."""
+    dest = os.path.join(docs, "results", "reproduce", comparison["family"])
+    os.makedirs(dest, exist_ok=True)
+    for r in comparison["systems"]:
+        write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
+    write_json(os.path.join(dest, "comparison.json"), {k: v for k, v in comparison.items() if k != "systems"})
+    shutil.copy(curves_png, os.path.join(dest, "curves.png"))
+    return write_page(docs)
+
+
+def load_family(folder: str) -> dict:
+    """A published comparison: ``comparison.json`` plus its systems' JSON files."""
+    with open(os.path.join(folder, "comparison.json"), encoding="utf-8") as f:
+        comparison = json.load(f)
+    systems = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json") and name != "comparison.json" and not name.startswith("verdict"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                systems.append(json.load(f))
+    order = {n: i for i, n in enumerate(comparison.get("system_order", []))}
+    systems.sort(key=lambda r: (order.get(r["system"], len(order)), r["system"], r["seed"]))
+    comparison["systems"] = systems
+    return comparison
+
+
+def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List[str]:
+    sigs = sorted({r["test"].get("signature") or r["test"].get("label", "") for r in comparison["systems"]})
+    capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
+    lines = [f"## {comparison['family']} ({comparison['scale']} scale)", "",
+             f"**Paper:** {comparison['paper']}.  **Claim:** {comparison['claim']}.", "",
+             f"**Data:** {comparison['data']}.", ""]
+    if comparison.get("scale_notes"):
+        lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
+    lines += ["Reproduce:", "", "<!-- doc-test: parse (trains every system to convergence) -->", "```bash",
+              comparison["command"], "```", "", table(comparison), "",
+              ("Metric: " if comparison.get("kind") == "lm" else "BLEU signature: ")
+              + "; ".join(f"`{s}`" for s in sigs) + ".", ""]
+    lines.append("Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
+                                             "none (every run ended by early stopping or the learning-rate floor)."))
+    lines += [""] + equal_budget_tables(comparison)
+    lines += [f"![dev loss vs updates and wall time]({folder_rel}/curves.png)", ""]
+    if verdict:
+        lines += ["**Verdict.** " + verdict.strip(), ""]
+    return lines
+
+
+def pending_section(published: List[str]) -> List[str]:
+    """The families of the registry with no published comparison yet, and those not implemented."""
+    import repro_families
+
+    todo = [f for f in sorted(repro_families.FAMILIES) if f not in published]
+    if not todo and not repro_families.PLANNED:
+        return []
+    lines = ["## Not yet on this page", ""]
+    for name in todo:
+        fam = repro_families.FAMILIES[name]
+        systems = ", ".join(s.label for s in fam.systems)
+        lines.append(f"* `{name}` ({systems}; {fam.data_cpu}): implemented, not yet run to convergence: "
+                     f"`python scripts/reproduce.py {name} --scale cpu --publish`.")
+    for name, what in sorted(repro_families.PLANNED.items()):
+        lines.append(f"* `{name}` ({what}): not implemented in the harness yet.")
+    return lines + [""]
+
+
+def write_page(docs: str) -> str:
+    """Rewrite ``docs/results.md`` from ``docs/results/reproduce/*/`` (a ``verdict.md`` beside a
+    family's JSON is included as its verdict)."""
+    root = os.path.join(docs, "results", "reproduce")
+    lines = [PAGE_HEADER]
+    families = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "comparison.json"))) \
+        if os.path.isdir(root) else []
+    if not families:
+        lines.append("No comparison has been published yet (`scripts/reproduce.py FAMILY --publish`).\n")
+    for fam in families:
+        folder = os.path.join(root, fam)
+        verdict = ""
+        vpath = os.path.join(folder, "verdict.md")
+        if os.path.isfile(vpath):
+            with open(vpath, encoding="utf-8") as f:
+                verdict = f.read()
+        lines += family_section(load_family(folder), f"results/reproduce/{fam}", verdict)
+    lines += pending_section(families)
+    path = os.path.join(docs, "results.md")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+    os.replace(tmp, path)
+    return path

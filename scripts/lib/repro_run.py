@@ -1,0 +1,808 @@
+"""Data preparation, training, evaluation and comparison for ``scripts/reproduce.py``.
+
+Layout of ``OUT/<family>/`` (never committed):
+
+* ``data/raw``: the split raw text; ``data/bin``: ``scripts/preprocess.sh`` output (binarized
+  splits, dictionaries, ``bpe/codes.*``); ``data/prepared.json`` marks it complete;
+* ``<system>-s<seed>/``: ``checkpoints/`` (``checkpoint_best.pt``, ``checkpoint_last.pt``, a copy
+  of the dictionaries and BPE codes), ``train.log`` (fairseq's log), ``curve.jsonl`` (one dev
+  point per validation), ``train_done.json``, ``test/`` (hypotheses, score) and ``results.json``;
+* ``comparison.json`` (every system's results + the paired bootstrap against the baseline).
+
+A system with a ``results.json`` is finished and skipped; an interrupted one resumes from
+fairseq's ``checkpoint_last.pt``; one whose training ended (``train_done.json``) goes straight to
+evaluation.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from repro_families import Family, Scale, System
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USER_DIR = os.path.join(REPO, "fairseq_local")
+_print_lock = threading.Lock()
+_children = set()  # running subprocesses (each in its own session): ended with the harness
+
+
+def stop_children():
+    """Terminate the running fairseq processes (called when the harness is interrupted), so that a
+    resumed run never finds a stale trainer writing into the same checkpoint folder."""
+    for proc in list(_children):
+        try:
+            os.killpg(proc.pid, 15)
+        except OSError:
+            pass
+
+
+class ReproError(Exception):
+    """A failure reported as one line (``reproduce.py: error: ...``)."""
+
+
+def say(msg: str):
+    with _print_lock:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def write_json(path: str, obj):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_json_if_changed(path: str, obj):
+    """As write_json, leaving the file (and its time stamp) alone when it already holds ``obj``."""
+    if os.path.isfile(path) and read_json(path) == json.loads(json.dumps(obj)):
+        return
+    write_json(path, obj)
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def child_env() -> Dict[str, str]:
+    """One thread per process; the venv's executables first on PATH (scripts/lib/common.sh's
+    activate_env then uses them)."""
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def raise_priority(pid: int):
+    """Best effort: give the child's own autogroup (it runs in a new session) a higher share of a
+    shared machine.  Errors (no permission, no autogroup support) are ignored."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write("-10")
+    except OSError:
+        pass
+
+
+def run_logged(cmd: List[str], log_path: str, on_line=None, what: str = "") -> int:
+    """Run ``cmd`` in its own session, appending its output to ``log_path`` and passing each line
+    to ``on_line``; returns the exit status."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env(),
+                                text=True, bufsize=1, start_new_session=True, cwd=REPO)
+        _children.add(proc)
+        raise_priority(proc.pid)
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if on_line is not None:
+                    on_line(line)
+            return proc.wait()
+        finally:
+            _children.discard(proc)
+
+
+def tail(path: str, n: int = 1) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return ""
+    return " / ".join(lines[-n:])
+
+
+# ---- data ----------------------------------------------------------------------------------------
+@dataclass
+class Data:
+    bin: str
+    src: str
+    tgt: str
+    test_ref: str          # raw (untokenized) test references
+    description: str
+    sizes: Dict[str, int]
+
+
+def _read_lines(path: str) -> List[str]:
+    if not os.path.isfile(path):
+        raise ReproError(f"data file '{path}' does not exist (see --data-root)")
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _write_lines(path: str, lines: List[str]):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def _prepared_earlier(ddir: str, settings: dict) -> Optional[Data]:
+    """The data a finished preparation in ``ddir`` recorded in ``prepared.json`` (None if there is
+    none); one line when it was prepared with other settings."""
+    marker = os.path.join(ddir, "prepared.json")
+    if not os.path.isfile(marker):
+        return None
+    info = read_json(marker)
+    if info.get("settings") != settings:
+        raise ReproError(f"{marker} was prepared with {info.get('settings')}, not {settings}: "
+                         f"use another --out or delete {ddir}")
+    return Data(**info["data"])
+
+
+def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
+                            limit_eval: Optional[int], dev_size: int = 1000) -> Data:
+    """Multi30k De-En split as ``repro_families.MULTI30K_CPU`` says, then scripts/preprocess.sh
+    (done once per family; ``data/prepared.json`` marks it complete)."""
+    src, tgt = "de", "en"
+    ddir = os.path.join(out, "data")
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size}
+    done = _prepared_earlier(ddir, settings)
+    if done is not None:
+        return done
+    corpus = os.path.join(data_root, "multi30k-de-en")
+    train = {l: _read_lines(os.path.join(corpus, f"train.{l}")) for l in (src, tgt)}
+    test = {l: _read_lines(os.path.join(corpus, f"valid.{l}")) for l in (src, tgt)}
+    n = len(train[src])
+    if len(train[tgt]) != n or len(test[src]) != len(test[tgt]):
+        raise ReproError(f"{corpus}: source and target line counts differ")
+    if n <= dev_size:
+        raise ReproError(f"{corpus}/train.{src}: {n} pairs, need more than the {dev_size} dev pairs")
+    raw = os.path.join(ddir, "raw")
+    os.makedirs(raw, exist_ok=True)
+    n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
+    n_eval = None if limit_eval is None else limit_eval
+    for l in (src, tgt):
+        _write_lines(os.path.join(raw, f"train.{l}"), train[l][:n_train])
+        _write_lines(os.path.join(raw, f"dev.{l}"), train[l][n - dev_size:][:n_eval])
+        _write_lines(os.path.join(raw, f"test.{l}"), test[l][:n_eval])
+    sizes = {"train": n_train, "dev": len(train[src][n - dev_size:][:n_eval]), "test": len(test[src][:n_eval])}
+    bin_dir = os.path.join(ddir, "bin")
+    say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test pairs)")
+    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--src", src, "--tgt", tgt,
+           "--train", os.path.join(raw, "train"), "--valid", os.path.join(raw, "dev"),
+           "--test", os.path.join(raw, "test"), "--destdir", bin_dir, "--tokenize", "moses", "--lowercase",
+           "--bpe", "subword-nmt", "--bpe-size", "8000", "--force"]
+    log = os.path.join(ddir, "preprocess.log")
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"data preparation failed: {tail(log)} (full log: {log})")
+    desc = (f"Multi30k De-En: training pairs 1-{n_train} = train, the last {dev_size} training pairs = dev"
+            f"{'' if n_eval is None else f' (first {n_eval})'}, the official validation set = test"
+            f"{'' if n_eval is None else f' (first {n_eval})'}; Moses-tokenized, lowercased, joint subword-nmt BPE 8000")
+    data = Data(bin=bin_dir, src=src, tgt=tgt, test_ref=os.path.join(raw, f"test.{tgt}"), description=desc,
+                sizes=sizes)
+    write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
+    return data
+
+
+def prepare_translation_paper(family: Family, out: str, iwslt_tgz: Optional[str]) -> Data:
+    """IWSLT14 De-En through scripts/recipes/prepare_iwslt14.sh (download or ``--iwslt-tgz``)."""
+    ddir = os.path.join(out, "data")
+    marker = os.path.join(ddir, "prepared.json")
+    if os.path.isfile(marker):
+        return Data(**read_json(marker)["data"])
+    os.makedirs(ddir, exist_ok=True)
+    cmd = ["bash", os.path.join(REPO, "scripts", "recipes", "prepare_iwslt14.sh"), "--out", ddir, "--bpe-size", "25000"]
+    if iwslt_tgz:
+        cmd += ["--tgz", iwslt_tgz]
+    log = os.path.join(ddir, "prepare.log")
+    say(f"{family.name}: preparing IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh)")
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"IWSLT14 preparation failed: {tail(log)} (full log: {log})")
+    data = Data(bin=os.path.join(ddir, "bin"), src="de", tgt="en", test_ref=os.path.join(ddir, "raw", "test.en"),
+                description=family.data_paper, sizes={})
+    write_json(marker, {"settings": {}, "data": data.__dict__})
+    return data
+
+
+def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
+                   limit_eval: Optional[int], dev_size: int = 1000) -> Data:
+    """The English side of Multi30k as a language-model corpus (``repro_families.MULTI30K_EN_LM``),
+    split as the translation families split it, through scripts/preprocess.sh --lm."""
+    ddir = os.path.join(out, "data")
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size}
+    done = _prepared_earlier(ddir, settings)
+    if done is not None:
+        return done
+    corpus = os.path.join(data_root, "multi30k-de-en")
+    train = _read_lines(os.path.join(corpus, "train.en"))
+    test = _read_lines(os.path.join(corpus, "valid.en"))
+    n = len(train)
+    if n <= dev_size:
+        raise ReproError(f"{corpus}/train.en: {n} lines, need more than the {dev_size} dev lines")
+    n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
+    raw = os.path.join(ddir, "raw")
+    os.makedirs(raw, exist_ok=True)
+    splits = {"train": train[:n_train], "dev": train[n - dev_size:][:limit_eval], "test": test[:limit_eval]}
+    for name, lines in splits.items():
+        _write_lines(os.path.join(raw, f"{name}.txt"), lines)
+    sizes = {k: len(v) for k, v in splits.items()}
+    bin_dir = os.path.join(ddir, "bin")
+    say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test sentences)")
+    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--lm", "--train", os.path.join(raw, "train.txt"),
+           "--valid", os.path.join(raw, "dev.txt"), "--test", os.path.join(raw, "test.txt"), "--destdir", bin_dir,
+           "--tokenize", "moses", "--lowercase", "--bpe", "none", "--force"]
+    log = os.path.join(ddir, "preprocess.log")
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"data preparation failed: {tail(log)} (full log: {log})")
+    limited = "" if limit_eval is None else f" (first {limit_eval})"
+    desc = (f"English side of Multi30k as a language-model corpus: training captions 1-{n_train} = train, the last "
+            f"{dev_size} training captions = dev{limited}, the official validation set = test{limited}; "
+            "Moses-tokenized, lowercased, word-level (no BPE), one caption per sample")
+    data = Data(bin=bin_dir, src="", tgt="", test_ref="", description=desc, sizes=sizes)
+    write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
+    return data
+
+
+def prepare_lm_paper(family: Family, out: str) -> Data:
+    """PTB through scripts/recipes/prepare_ptb.sh (downloaded)."""
+    ddir = os.path.join(out, "data")
+    marker = os.path.join(ddir, "prepared.json")
+    if os.path.isfile(marker):
+        return Data(**read_json(marker)["data"])
+    os.makedirs(ddir, exist_ok=True)
+    log = os.path.join(ddir, "prepare.log")
+    say(f"{family.name}: preparing PTB (scripts/recipes/prepare_ptb.sh)")
+    if run_logged(["bash", os.path.join(REPO, "scripts", "recipes", "prepare_ptb.sh"), "--out", ddir], log) != 0:
+        raise ReproError(f"PTB preparation failed: {tail(log)} (full log: {log})")
+    data = Data(bin=os.path.join(ddir, "bin"), src="", tgt="", test_ref="", description=family.data_paper, sizes={})
+    write_json(marker, {"settings": {}, "data": data.__dict__})
+    return data
+
+
+# ---- widths and parameter counts -----------------------------------------------------------------
+def width_options(system: System, width: Optional[int], hidden: Optional[int] = None) -> List[str]:
+    """The system's width templates filled in with the common width ``width`` and the hidden
+    width ``hidden`` (default: ``width``); none when the scale keeps the architectures' widths."""
+    if width is None:
+        return []
+    h = width if hidden is None else hidden
+    return [t.format(w=width, h=h) for t in system.widths]
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def count_params(system: System, options: List[str], data: Data) -> int:
+    """Parameters of the system's arch with ``options`` (its own options and width options) on the
+    family's dictionaries, built through fairseq's architecture registry as fairseq-train builds it."""
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    args = SimpleNamespace(tokens_per_sample=512, criterion="cross_entropy")
+    options = list(system.options) + list(options)
+    for key, value in zip(options[::2], options[1::2]):
+        setattr(args, key.lstrip("-").replace("-", "_"), _value(value))
+    ARCH_CONFIG_REGISTRY[system.arch](args)
+    if data.src:
+        src = Dictionary.load(os.path.join(data.bin, f"dict.{data.src}.txt"))
+        tgt = Dictionary.load(os.path.join(data.bin, f"dict.{data.tgt}.txt"))
+    else:  # a language-model corpus: one dictionary
+        src = tgt = Dictionary.load(os.path.join(data.bin, "dict.txt"))
+    task = SimpleNamespace(source_dictionary=src, target_dictionary=tgt, dictionary=tgt)
+    try:
+        model = ARCH_MODEL_REGISTRY[system.arch].build_model(args, task)
+    except Exception as e:  # a bad option value: one line naming the system and its options
+        raise ReproError(f"cannot build {system.name} ({system.arch} {' '.join(options)}): {e}")
+    return sum(p.numel() for p in model.parameters())
+
+
+def plan_options(family: Family, scale: Scale, systems: List[System], data: Optional[Data]) -> Dict[str, dict]:
+    """Per system: its width options and parameter count under the family's width rule.  A
+    size-matched system gets the hidden width whose parameter count is closest to its target's
+    (a bisection over widths; parameters grow with the width)."""
+    import logging
+
+    import fairseq_local  # noqa: F401  (registers the architectures)
+
+    logging.getLogger().setLevel(logging.WARNING)  # importing fairseq sets the root logger to DEBUG
+    plan = {}
+    for s in systems:
+        if s.size_match is None:
+            opts = width_options(s, scale.width)
+            plan[s.name] = {"width_options": opts, "params": count_params(s, opts, data) if data else None}
+    for s in systems:
+        if s.size_match is None:
+            continue
+        if scale.width is None or data is None:  # the architecture's own size-matched width
+            plan[s.name] = {"width_options": [] if scale.width is None else ["(hidden width matched after data "
+                                                                              "preparation)"],
+                            "params": count_params(s, [], data) if data else None}
+            continue
+        target_sys = family.system(s.size_match)
+        target = plan[s.size_match]["params"] if s.size_match in plan else count_params(
+            target_sys, width_options(target_sys, scale.width), data)
+        lo, hi = 8, 2 * scale.width
+        while count_params(s, width_options(s, scale.width, hi), data) <= target:  # parameters grow with width
+            lo, hi = hi, 2 * hi
+            if hi > 1 << 16:
+                raise ReproError(f"{s.name}: no hidden width up to {hi} reaches {s.size_match}'s {target:,} parameters")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if count_params(s, width_options(s, scale.width, mid), data) <= target:
+                lo = mid
+            else:
+                hi = mid
+        counts = {h: count_params(s, width_options(s, scale.width, h), data) for h in (lo, hi)}
+        best = min(counts, key=lambda h: abs(counts[h] - target))
+        plan[s.name] = {"width_options": width_options(s, scale.width, best), "params": counts[best],
+                        "size_matched_to": s.size_match, "target_params": target}
+    return plan
+
+
+# ---- training ------------------------------------------------------------------------------------
+def task_options(family: Family, data: Data) -> List[str]:
+    if family.kind == "lm":  # one sentence per sample: Multi30k captions / PTB sentences are independent
+        return ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512"]
+    return ["--task", "translation", "--source-lang", data.src, "--target-lang", data.tgt]
+
+
+def train_command(family: Family, scale: Scale, system: System, data: Data, width_opts: List[str], seed: int,
+                  save_dir: str, max_epoch: int, max_tokens: int, cpu: bool) -> List[str]:
+    """fairseq-train with the paper's schedule (Section 4.1 of Xu et al.): Adam, learning rate
+    halved whenever the dev loss does not improve (reduce_lr_on_plateau, lr-patience 0), early
+    stop after ``scale.patience`` stale validations, capped at ``max_epoch`` epochs."""
+    cmd = [sys.executable, "-m", "fairseq_cli.train", data.bin, "--user-dir", USER_DIR, *task_options(family, data),
+           "--arch", system.arch, *width_opts, *system.options,
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(scale.lr),
+           "--clip-norm", str(scale.clip_norm), "--dropout", str(scale.dropout), "--criterion", "cross_entropy",
+           "--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-patience", "0",
+           "--stop-min-lr", "1e-06", "--patience", str(scale.patience), "--max-epoch", str(max_epoch),
+           "--max-tokens", str(max_tokens), "--seed", str(seed), "--save-dir", save_dir,
+           "--no-epoch-checkpoints", "--best-checkpoint-metric", "loss",
+           "--log-format", "json", "--log-interval", "25", "--num-workers", "0"]
+    if cpu:
+        cmd.append("--cpu")
+    return cmd
+
+
+def _stats(line: str, tag: str) -> Optional[dict]:
+    marker = f"| {tag} | {{"
+    if marker not in line:
+        return None
+    try:
+        return json.loads(line[line.index(marker) + len(marker) - 1:])
+    except ValueError:
+        return None
+
+
+def read_curve(path: str) -> List[dict]:
+    """Dev points of ``curve.jsonl``, one per epoch (a repeated epoch after a resume: the last)."""
+    if not os.path.isfile(path):
+        return []
+    by_epoch = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                p = json.loads(line)
+                by_epoch[p["epoch"]] = p
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
+    """Run (or resume) fairseq-train; record one curve point per validation with the wall time
+    accumulated over resumes; return and store ``train_done.json``."""
+    done_path = os.path.join(sdir, "train_done.json")
+    if os.path.isfile(done_path):
+        return read_json(done_path)
+    curve_path = os.path.join(sdir, "curve.jsonl")
+    previous = read_curve(curve_path)
+    offset = previous[-1]["wall_s"] if previous else 0.0
+    t0 = time.time()
+    state = {"lr": None, "early_stop": False, "min_lr": False, "params": None, "epoch": 0}
+
+    def on_line(line: str):
+        if "num. shared model params:" in line:
+            state["params"] = int(line.split("num. shared model params:")[1].split("(")[0].replace(",", "").strip())
+        elif "early stop since valid performance" in line:
+            state["early_stop"] = True
+        elif "stopping training because current learning rate" in line:
+            state["min_lr"] = True
+        inner = _stats(line, "train_inner")
+        if inner is not None and "lr" in inner:  # the learning rate of the epoch being trained
+            state["lr"] = float(inner["lr"])
+        valid = _stats(line, "valid")
+        if valid is not None and "valid_loss" in valid:
+            point = {"epoch": int(valid["epoch"]), "updates": int(float(valid["valid_num_updates"])),
+                     "dev_loss": float(valid["valid_loss"]), "dev_ppl": float(valid["valid_ppl"]),
+                     "lr": state["lr"], "wall_s": round(offset + time.time() - t0, 1)}
+            state["epoch"] = point["epoch"]
+            with open(curve_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(point) + "\n")
+            say(f"{tag}: epoch {point['epoch']} ({point['updates']} updates, {point['wall_s'] / 60:.1f} min): "
+                f"dev loss {point['dev_loss']:.3f} bits, ppl {point['dev_ppl']:.2f}, lr {point['lr']}")
+
+    log = os.path.join(sdir, "train.log")
+    say(f"{tag}: training{' (resuming from checkpoint_last.pt)' if previous else ''}")
+    rc = run_logged(cmd, log, on_line)
+    if rc != 0:
+        raise ReproError(f"{tag}: fairseq-train exited with status {rc}: {tail(log)} (full log: {log})")
+    curve = read_curve(curve_path)
+    if not curve:
+        raise ReproError(f"{tag}: fairseq-train ran no validation (full log: {log})")
+    stopped = "early_stop" if state["early_stop"] else "min_lr" if state["min_lr"] else (
+        "max_epoch" if curve[-1]["epoch"] >= max_epoch else "unknown")
+    done = {"stopped": stopped, "hit_max_epoch": stopped == "max_epoch", "epochs": curve[-1]["epoch"],
+            "updates": curve[-1]["updates"], "wall_s": curve[-1]["wall_s"], "params": state["params"]}
+    write_json(done_path, done)
+    return done
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: str, ref: str,
+                        bin_dir: Optional[str] = None) -> dict:
+    """Beam 5 with scripts/generate.sh (BPE removed, Moses-detokenized), scored by
+    scripts/score.py against the raw references: detokenized, case-insensitive sacrebleu (the
+    data are lowercased), with its signature."""
+    os.makedirs(out_dir, exist_ok=True)
+    log = os.path.join(out_dir, "generate.log")
+    cmd = ["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", bin_dir or data.bin, "--path", ckpt,
+           "--out", out_dir, "--subset", subset, "--beam", "5", "--detok", "moses", "--lang", data.tgt,
+           "--", "--source-lang", data.src, "--target-lang", data.tgt]
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"{tag}: generation failed: {tail(log)} (full log: {log})")
+    score_json = os.path.join(out_dir, "score.json")
+    cmd = [sys.executable, os.path.join(REPO, "scripts", "score.py"), "--hyp", os.path.join(out_dir, "hyp.txt"),
+           "--ref", ref, "--lowercase", "--json", score_json]
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"{tag}: scoring failed: {tail(log)} (full log: {log})")
+    s = read_json(score_json)
+    return {"bleu": round(s["bleu"], 2), "signature": s["bleu_signature"], "label": s["bleu_label"],
+            "hyp": os.path.join(out_dir, "hyp.txt")}
+
+
+# fairseq-eval-lm --output-word-probs: "<sample id> word [logprob]\tword [logprob]..." after the logger name
+_WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?::| \| )(\d+) (.*\])$")
+
+
+def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test", bin_dir: Optional[str] = None) -> dict:
+    """Test perplexity with fairseq-eval-lm (one sentence per sample, as trained), and every
+    sentence's summed log-probability (``--output-word-probs``) for the paired bootstrap."""
+    os.makedirs(out_dir, exist_ok=True)
+    log = os.path.join(out_dir, "eval_lm.log")
+    if os.path.exists(log):
+        os.remove(log)
+    cmd = [sys.executable, "-m", "fairseq_cli.eval_lm", bin_dir or data.bin, "--user-dir", USER_DIR,
+           "--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512",
+           "--path", ckpt, "--gen-subset", subset, "--max-tokens", "4000", "--output-word-probs", "--num-workers", "0"]
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            cmd.append("--cpu")
+    except ImportError:
+        cmd.append("--cpu")
+    sentences: Dict[int, List[float]] = {}
+    summary = {}
+
+    def on_line(line: str):
+        if "Loss (base 2):" in line:
+            text = line.split("Loss (base 2):")[1]
+            summary["loss_bits"] = float(text.split(",")[0])
+            summary["ppl"] = float(text.split("Perplexity:")[1])
+            return
+        m = _WORD_PROBS.search(line.rstrip("\n"))
+        if m:  # natural-log probabilities of each word (EOS included), summed per sentence (nats)
+            lps = [float(item.rsplit(" [", 1)[1][:-1]) for item in m.group(2).split("\t")]
+            sentences[int(m.group(1))] = [-sum(lps), len(lps)]
+
+    if run_logged(cmd, log, on_line) != 0 or "ppl" not in summary:
+        raise ReproError(f"{tag}: fairseq-eval-lm failed: {tail(log)} (full log: {log})")
+    scores = [sentences[i] for i in sorted(sentences)]
+    write_json(os.path.join(out_dir, "sentence_nll.json"), scores)
+    return {"ppl": round(summary["ppl"], 2), "loss_bits": summary["loss_bits"], "sentences": len(scores),
+            "label": "perplexity (fairseq-eval-lm, one sentence per sample, EOS counted)",
+            "nll": os.path.join(out_dir, "sentence_nll.json")}
+
+
+def keep_vocabulary(data: Data, ckpt_dir: str):
+    """The BPE codes and dictionaries beside the checkpoint, so that it can be used on its own."""
+    if not data.src:
+        shutil.copy(os.path.join(data.bin, "dict.txt"), os.path.join(ckpt_dir, "dict.txt"))
+        return
+    for name in (f"dict.{data.src}.txt", f"dict.{data.tgt}.txt"):
+        shutil.copy(os.path.join(data.bin, name), os.path.join(ckpt_dir, name))
+    bpe = os.path.join(data.bin, "bpe")
+    for name in sorted(os.listdir(bpe)) if os.path.isdir(bpe) else []:
+        if name.startswith("codes."):
+            shutil.copy(os.path.join(bpe, name), os.path.join(ckpt_dir, name))
+
+
+def run_system(ctx: dict, system: System, seed: int) -> dict:
+    family, scale, data = ctx["family"], ctx["scale"], ctx["data"]
+    sdir = os.path.join(ctx["out"], f"{system.name}-s{seed}")
+    res_path = os.path.join(sdir, "results.json")
+    tag = f"{family.name}/{system.name}-s{seed}"
+    if os.path.isfile(res_path):
+        earlier = read_json(res_path)
+        if not (earlier["hit_max_epoch"] and ctx["max_epoch"] > earlier["max_epoch"]):
+            say(f"{tag}: finished earlier ({res_path}), skipped")
+            return earlier
+        # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
+        say(f"{tag}: stopped by --max-epoch {earlier['max_epoch']} earlier; continuing to {ctx['max_epoch']}")
+        for name in ("train_done.json", "results.json"):
+            os.remove(os.path.join(sdir, name))
+    os.makedirs(sdir, exist_ok=True)
+    ckpt_dir = os.path.join(sdir, "checkpoints")
+    plan = ctx["plan"][system.name]
+    cmd = train_command(family, scale, system, data, plan["width_options"], seed, ckpt_dir, ctx["max_epoch"],
+                        ctx["max_tokens"], ctx["cpu"])
+    done = train_system(tag, cmd, sdir, ctx["max_epoch"])
+    if done["hit_max_epoch"]:
+        say(f"{tag}: WARNING: stopped by the --max-epoch {ctx['max_epoch']} cap, not by early stopping")
+    keep_vocabulary(data, ckpt_dir)
+    if family.kind == "lm":
+        say(f"{tag}: test perplexity (fairseq-eval-lm)")
+        test = eval_lm(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
+    else:
+        say(f"{tag}: translating the test set (beam 5)")
+        test = translate_and_score(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"),
+                                   os.path.join(sdir, "test"), "test", data.test_ref)
+    curve = read_curve(os.path.join(sdir, "curve.jsonl"))
+    best = min(curve, key=lambda p: p["dev_loss"])
+    results = {
+        "family": family.name, "system": system.name, "label": system.label, "arch": system.arch,
+        "options": plan["width_options"] + list(system.options), "scale": ctx["scale_name"], "seed": seed,
+        "params": done["params"] or plan["params"], "size_matched_to": plan.get("size_matched_to"),
+        "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
+        "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx["max_epoch"],
+        "patience": scale.patience, "max_tokens": ctx["max_tokens"], "best_epoch": best["epoch"],
+        "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
+        "metric": "ppl" if family.kind == "lm" else "bleu",
+        "test": {k: v for k, v in test.items() if k not in ("hyp", "nll")},
+        "data": data.description, "curve": curve, "command": ctx["command"],
+        "threads": 1, "device": "cpu" if ctx["cpu"] else "cuda",
+    }
+    write_json(res_path, results)
+    score = f"perplexity {test['ppl']:.2f}" if family.kind == "lm" else f"BLEU {test['bleu']:.2f}"
+    say(f"{tag}: test {score} ({done['epochs']} epochs, {done['updates']} updates, "
+        f"{done['wall_s'] / 60:.1f} min, stopped by {done['stopped']})")
+    return results
+
+
+def run_all(ctx: dict, systems: List[System], seeds: List[int], jobs: int) -> List[dict]:
+    """Every (system, seed), ``jobs`` at a time in registry order (the next starts when one ends)."""
+    tasks = [(s, seed) for seed in seeds for s in systems]
+    errors = []
+    results = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_system, ctx, s, seed) for s, seed in tasks]
+        for fut in futures:
+            try:
+                results.append(fut.result())
+            except ReproError as e:
+                errors.append(str(e))
+    if errors:
+        raise ReproError(errors[0] + (f" (and {len(errors) - 1} more failures)" if len(errors) > 1 else ""))
+    return results
+
+
+# ---- comparison ----------------------------------------------------------------------------------
+def paired_bootstrap(baseline_hyp: str, others: Dict[str, str], ref: str, n_samples: int = 1000) -> Dict[str, dict]:
+    """sacrebleu's paired bootstrap resampling (``--paired-bs``; Koehn 2004) of each system against
+    the baseline, with the BLEU of scripts/score.py (13a, case-insensitive): per system its BLEU,
+    the bootstrap mean and 95% interval half-width, and the p-value against the baseline."""
+    import sacrebleu
+    from sacrebleu.significance import PairedTest
+
+    def lines(p):
+        with open(p, encoding="utf-8") as f:
+            return f.read().splitlines()
+
+    refs = [lines(ref)]
+    named = [("baseline", lines(baseline_hyp))] + [(k, lines(v)) for k, v in others.items()]
+    metric = sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a")
+    test = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=n_samples)
+    _, scores = test()
+    out = {}
+    for (name, _), r in zip(named, scores["BLEU"]):
+        out[name] = {"bleu": round(r.score, 2), "bootstrap_mean": round(r.mean, 2), "ci95": round(r.ci, 2),
+                     "p_value": None if r.p_value is None else round(float(r.p_value), 4)}
+    return out
+
+
+def paired_bootstrap_ppl(baseline_nll: str, others: Dict[str, str], n_samples: int = 1000, seed: int = 12345
+                         ) -> Dict[str, dict]:
+    """The perplexity counterpart of sacrebleu's paired bootstrap: resample test sentences with
+    replacement (the same resamples for every system), corpus perplexity exp(sum nll / sum tokens)
+    of each resample; per system the bootstrap mean and 95% half-width, and sacrebleu's p-value
+    (the resampled absolute differences to the baseline, centred, against the observed one)."""
+    import numpy as np
+
+    def load(path):
+        a = np.asarray(read_json(path), dtype=np.float64)
+        return a[:, 0], a[:, 1]
+
+    b_nll, b_tok = load(baseline_nll)
+    rng = np.random.RandomState(seed)
+    idx = rng.randint(0, len(b_nll), size=(n_samples, len(b_nll)))
+
+    def stats(nll, tok):
+        ppl = float(np.exp(nll.sum() / tok.sum()))
+        boot = np.exp(nll[idx].sum(1) / tok[idx].sum(1))
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        return ppl, boot, float(boot.mean()), float((hi - lo) / 2)
+
+    b_ppl, b_boot, b_mean, b_ci = stats(b_nll, b_tok)
+    out = {"baseline": {"ppl": round(b_ppl, 2), "bootstrap_mean": round(b_mean, 2), "ci95": round(b_ci, 2),
+                        "p_value": None}}
+    for name, path in others.items():
+        nll, tok = load(path)
+        if len(nll) != len(b_nll) or not np.array_equal(tok, b_tok):
+            raise ReproError(f"{path}: the sentences differ from the baseline's ({baseline_nll})")
+        ppl, boot, mean, ci = stats(nll, tok)
+        diffs = np.abs(boot - b_boot)
+        p = (np.sum(diffs - diffs.mean() > abs(ppl - b_ppl)) + 1) / (n_samples + 1)
+        out[name] = {"ppl": round(ppl, 2), "bootstrap_mean": round(mean, 2), "ci95": round(ci, 2),
+                     "p_value": round(float(p), 4)}
+    return out
+
+
+def compare(ctx: dict, results: List[dict]) -> dict:
+    """Paired bootstrap of every system against the baseline of the same seed; the figures go into
+    each system's results.json and ``comparison.json``."""
+    family, out = ctx["family"], ctx["out"]
+    base = family.baseline.name
+    for seed in sorted({r["seed"] for r in results}):
+        rows = {r["system"]: r for r in results if r["seed"] == seed}
+        if base not in rows:
+            continue
+        if family.kind == "lm":
+            nll = lambda name: os.path.join(out, f"{name}-s{seed}", "test", "sentence_nll.json")  # noqa: E731
+            bs = paired_bootstrap_ppl(nll(base), {n: nll(n) for n in rows if n != base})
+        else:
+            hyp = lambda name: os.path.join(out, f"{name}-s{seed}", "test", "hyp.txt")  # noqa: E731
+            bs = paired_bootstrap(hyp(base), {n: hyp(n) for n in rows if n != base}, ctx["data"].test_ref)
+        for name, r in rows.items():
+            entry = bs["baseline" if name == base else name]
+            r["test"].update(bootstrap_mean=entry["bootstrap_mean"], ci95=entry["ci95"],
+                             paired_bs_p_vs_baseline=entry["p_value"], paired_bs_samples=1000)
+            write_json_if_changed(os.path.join(out, f"{name}-s{seed}", "results.json"), r)
+    comparison = {"family": family.name, "kind": family.kind, "paper": family.paper, "claim": family.claim,
+                  "baseline": base, "system_order": [s.name for s in family.systems], "scale": ctx["scale_name"], "data": ctx["data"].description,
+                  "scale_notes": ctx["scale"].notes, "command": ctx["command"], "systems": results}
+    write_json(os.path.join(out, "comparison.json"), comparison)
+    return comparison
+
+
+# ---- extra test sets -----------------------------------------------------------------------------
+def prepare_extra(ctx: dict, src_file: str, ref_file: str) -> str:
+    """Binarize a raw parallel test set as the family's data were (Moses tokenization, lowercase,
+    the family's BPE codes and dictionaries); returns the binarized folder."""
+    data = ctx["data"]
+    name = os.path.splitext(os.path.basename(src_file))[0]
+    edir = os.path.join(ctx["out"], "extra", name)
+    bin_dir = os.path.join(edir, "bin")
+    if os.path.isfile(os.path.join(bin_dir, f"test.{data.src}-{data.tgt}.{data.src}.idx")):
+        return bin_dir
+    os.makedirs(edir, exist_ok=True)
+    codes = sorted(f for f in os.listdir(os.path.join(data.bin, "bpe")) if f.startswith("codes."))
+    if not codes:
+        raise ReproError(f"{data.bin}/bpe has no subword-nmt codes to apply to {src_file}")
+    log = os.path.join(edir, "prepare.log")
+    for lang, path in ((data.src, src_file), (data.tgt, ref_file)):
+        script = ("set -euo pipefail; sacremoses -l \"$1\" tokenize -x <\"$2\" | "
+                  "python -c 'import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)' | "
+                  "subword-nmt apply-bpe -c \"$3\" >\"$4\"")
+        cmd = ["bash", "-c", script, "bash", lang, path, os.path.join(data.bin, "bpe", codes[0]),
+               os.path.join(edir, f"test.{lang}")]
+        if run_logged(cmd, log) != 0:
+            raise ReproError(f"preparing {path} failed: {tail(log)} (full log: {log})")
+    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", data.src, "--target-lang", data.tgt,
+           "--testpref", os.path.join(edir, "test"), "--destdir", bin_dir, "--workers", "1",
+           "--srcdict", os.path.join(data.bin, f"dict.{data.src}.txt"),
+           "--tgtdict", os.path.join(data.bin, f"dict.{data.tgt}.txt")]
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"binarizing {src_file} failed: {tail(log)} (full log: {log})")
+    return bin_dir
+
+
+def score_extra(ctx: dict, results: List[dict], src_file: str, ref_file: str) -> List[dict]:
+    """Every trained system's beam-5 BLEU on a raw test set of the user's (``--test-src/--test-ref``),
+    with the paired bootstrap against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
+    data = ctx["data"]
+    bin_dir = prepare_extra(ctx, src_file, ref_file)
+    edir = os.path.dirname(bin_dir)
+    hyps = {}
+    rows = []
+    for r in results:
+        key = f"{r['system']}-s{r['seed']}"
+        ckpt = os.path.join(ctx["out"], key, "checkpoints", "checkpoint_best.pt")
+        s = translate_and_score(key, data, ckpt, os.path.join(edir, key), "test", ref_file, bin_dir=bin_dir)
+        hyps[key] = s.pop("hyp")
+        rows.append({"system": r["system"], "seed": r["seed"], **s})
+    base = ctx["family"].baseline.name
+    for seed in sorted({r["seed"] for r in rows}):
+        bkey = f"{base}-s{seed}"
+        others = {f"{r['system']}-s{seed}": hyps[f"{r['system']}-s{seed}"] for r in rows
+                  if r["seed"] == seed and r["system"] != base}
+        if bkey in hyps and others:
+            bs = paired_bootstrap(hyps[bkey], others, ref_file)
+            for r in rows:
+                if r["seed"] == seed:
+                    e = bs["baseline" if r["system"] == base else f"{r['system']}-s{seed}"]
+                    r.update(ci95=e["ci95"], paired_bs_p_vs_baseline=e["p_value"])
+    write_json(os.path.join(edir, "scores.json"), {"src": os.path.abspath(src_file), "ref": os.path.abspath(ref_file),
+                                                   "systems": rows})
+    for r in rows:
+        say(f"{os.path.basename(src_file)}: {r['system']}-s{r['seed']} BLEU {r['bleu']:.2f}"
+            + (f" ± {r['ci95']:.2f}, p {r['paired_bs_p_vs_baseline']}" if "ci95" in r else ""))
+    return rows
+
+
+def score_extra_lm(ctx: dict, results: List[dict], text_file: str) -> List[dict]:
+    """Every trained language model's perplexity on a raw text of the user's (``--test-text``),
+    tokenized as the family's data and binarized with its dictionary, with the paired bootstrap
+    against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
+    data = ctx["data"]
+    name = os.path.splitext(os.path.basename(text_file))[0]
+    edir = os.path.join(ctx["out"], "extra", name)
+    bin_dir = os.path.join(edir, "bin")
+    os.makedirs(edir, exist_ok=True)
+    log = os.path.join(edir, "prepare.log")
+    if not os.path.isfile(os.path.join(bin_dir, "test.idx")):
+        tok = os.path.join(edir, "test.tok")
+        script = ("set -euo pipefail; sacremoses -l en tokenize -x <\"$1\" | "
+                  "python -c 'import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)' >\"$2\"")
+        if run_logged(["bash", "-c", script, "bash", text_file, tok], log) != 0:
+            raise ReproError(f"preparing {text_file} failed: {tail(log)} (full log: {log})")
+        cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source", "--testpref", tok, "--destdir", bin_dir,
+               "--workers", "1", "--srcdict", os.path.join(data.bin, "dict.txt")]
+        if run_logged(cmd, log) != 0:
+            raise ReproError(f"binarizing {text_file} failed: {tail(log)} (full log: {log})")
+    rows, nll = [], {}
+    for r in results:
+        key = f"{r['system']}-s{r['seed']}"
+        ckpt = os.path.join(ctx["out"], key, "checkpoints", "checkpoint_best.pt")
+        s = eval_lm(key, data, ckpt, os.path.join(edir, key), bin_dir=bin_dir)
+        nll[key] = s.pop("nll")
+        rows.append({"system": r["system"], "seed": r["seed"], **s})
+    base = ctx["family"].baseline.name
+    for seed in sorted({r["seed"] for r in rows}):
+        others = {f"{r['system']}-s{seed}": nll[f"{r['system']}-s{seed}"] for r in rows
+                  if r["seed"] == seed and r["system"] != base}
+        if f"{base}-s{seed}" in nll and others:
+            bs = paired_bootstrap_ppl(nll[f"{base}-s{seed}"], others)
+            for r in rows:
+                if r["seed"] == seed:
+                    e = bs["baseline" if r["system"] == base else f"{r['system']}-s{seed}"]
+                    r.update(ci95=e["ci95"], paired_bs_p_vs_baseline=e["p_value"])
+    write_json(os.path.join(edir, "scores.json"), {"text": os.path.abspath(text_file), "systems": rows})
+    for r in rows:
+        say(f"{os.path.basename(text_file)}: {r['system']}-s{r['seed']} perplexity {r['ppl']:.2f}")
+    return rows

@@ -1,0 +1,193 @@
+#!/usr/bin/env python
+"""Reproduce one paper's central comparison on real data, every system trained to convergence.
+
+    python scripts/reproduce.py FAMILY [--scale cpu|paper] [--seeds N] [--out DIR] [--systems a,b]
+        [--test-src F --test-ref F] [--max-epoch N] [--dry-run] [--publish]
+    python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
+
+For the family's systems (``scripts/lib/repro_families.py``) it prepares the data once
+(scripts/preprocess.sh: the same tokenisation, BPE and dictionaries for every system), trains each
+system with fairseq-train on the paper's schedule (learning rate halved on a dev plateau, early
+stopping with patience, a ``--max-epoch`` safety cap that is reported when hit), one thread per
+system and ``--jobs`` systems at a time; translates the test set with beam 5 (scripts/generate.sh)
+and scores it with scripts/score.py (detokenized sacrebleu with its signature); runs sacrebleu's
+paired bootstrap of each system against the baseline; and draws the learning curves (dev loss vs
+updates and vs wall time).  Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
+dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
+where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
+``--publish`` copies the JSON and the curves to docs/results/reproduce/FAMILY/ and rewrites
+docs/results.md.  ``--test-src F --test-ref F`` also scores every trained system on a raw
+parallel test set of your own (no retraining).
+"""
+import argparse
+import os
+import shlex
+import signal
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+import repro_families  # noqa: E402
+
+PROG = "reproduce.py"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(msg: str):
+    sys.exit(f"{PROG}: error: {msg}")
+
+
+def default_data_root() -> str:
+    env = os.environ.get("FAIRSEQ_LOCAL_SHARED_DATA")
+    return env if env else os.path.join(os.path.dirname(REPO), "shared", "data")
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not '{text}'")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not '{text}'")
+    return value
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("family", nargs="?", help="one of: " + ", ".join(sorted(repro_families.FAMILIES)))
+    p.add_argument("--scale", choices=["cpu", "paper"], default="cpu",
+                   help="cpu: scaled-down widths on the small real corpora; paper: the published setting")
+    p.add_argument("--seeds", type=positive, default=1, help="seeds 1..N for every system (default 1)")
+    p.add_argument("--out", default=os.path.join("checkpoints", "reproduce"),
+                   help="output folder; the family's files go to OUT/FAMILY (default checkpoints/reproduce)")
+    p.add_argument("--systems", help="comma-separated subset of the family's systems (the baseline is always run)")
+    p.add_argument("--test-src", action="append", default=[], help="extra raw test source file (with --test-ref)")
+    p.add_argument("--test-ref", action="append", default=[], help="its raw reference file")
+    p.add_argument("--test-text", action="append", default=[], help="extra raw test text (language-model families)")
+    p.add_argument("--max-epoch", type=positive, help="safety cap on epochs (default: the scale's)")
+    p.add_argument("--max-tokens", type=positive, help="batch size in tokens (default: the scale's)")
+    p.add_argument("--width", type=positive, help="override the scale's common width (embeddings and hidden units)")
+    p.add_argument("--jobs", type=positive, default=2, help="systems trained at a time (default 2)")
+    p.add_argument("--limit-train", type=positive, help="use only the first N training pairs (smoke tests)")
+    p.add_argument("--limit-eval", type=positive, help="use only the first N dev and test pairs (smoke tests)")
+    p.add_argument("--data-root", default=default_data_root(),
+                   help="folder with the real corpora (default ../shared/data or $FAIRSEQ_LOCAL_SHARED_DATA)")
+    p.add_argument("--iwslt-tgz", help="--scale paper: a local copy of IWSLT14's de-en.tgz (else downloaded)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (systems, widths, commands) and stop")
+    p.add_argument("--publish", action="store_true",
+                   help="copy the JSON and curves to DOCS/results/reproduce/FAMILY and rewrite DOCS/results.md")
+    p.add_argument("--page-only", action="store_true", help="only rewrite DOCS/results.md from DOCS/results/reproduce")
+    p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="docs folder for --publish / --page-only")
+    a = p.parse_args(argv)
+    if len(a.test_src) != len(a.test_ref):
+        p.error("--test-src and --test-ref must be given the same number of times")
+    if not a.page_only and not a.family:
+        p.error("FAMILY is required (or --page-only)")
+    return a
+
+
+def canonical_command(a) -> str:
+    """The command that reproduces the comparison (the options that change results only)."""
+    parts = ["python", "scripts/reproduce.py", a.family, "--scale", a.scale]
+    if a.seeds != 1:
+        parts += ["--seeds", str(a.seeds)]
+    for opt in ("systems", "max_epoch", "max_tokens", "width", "limit_train", "limit_eval"):
+        value = getattr(a, opt)
+        if value is not None:
+            parts += ["--" + opt.replace("_", "-"), str(value)]
+    return " ".join(shlex.quote(x) for x in parts)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    import repro_page
+
+    if a.page_only:
+        path = repro_page.write_page(a.docs)
+        print(f"wrote {path}")
+        return 0
+    try:
+        family = repro_families.get_family(a.family)
+        systems = repro_families.select_systems(family, a.systems)
+    except ValueError as e:
+        fail(str(e))
+    if a.test_text and family.kind != "lm":
+        fail(f"--test-text is for language-model families; '{family.name}' takes --test-src/--test-ref")
+    if a.test_src and family.kind == "lm":
+        fail(f"--test-src/--test-ref are for translation families; '{family.name}' takes --test-text")
+    for f in a.test_src + a.test_ref + a.test_text:
+        if not os.path.isfile(f):
+            fail(f"test file '{f}' does not exist")
+    import repro_run
+    from repro_run import ReproError
+
+    scale = family.scales[a.scale]
+    if a.width is not None:
+        if scale.width is None:
+            fail("--width applies to --scale cpu (--scale paper uses the architectures' own widths)")
+        scale = scale.__class__(**{**scale.__dict__, "width": a.width})
+    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "max_epoch", "max_tokens", "limit_train",
+                                                                       "limit_eval") if getattr(a, k) is not None]
+    if overrides:
+        scale = scale.__class__(**{**scale.__dict__, "notes": (scale.notes + "; " if scale.notes else "")
+                                   + "this run overrides " + ", ".join(overrides)})
+    out = os.path.abspath(os.path.join(a.out, family.name))
+    ctx = {"family": family, "scale": scale, "scale_name": a.scale, "out": out,
+           "max_epoch": a.max_epoch or scale.max_epoch, "max_tokens": a.max_tokens or scale.max_tokens,
+           "command": canonical_command(a)}
+    try:
+        import torch
+
+        ctx["cpu"] = not torch.cuda.is_available()
+        if a.dry_run:
+            data = None
+            marker = os.path.join(out, "data", "prepared.json")
+            if os.path.isfile(marker):
+                data = repro_run.Data(**repro_run.read_json(marker)["data"])
+        elif family.kind == "lm":
+            data = (repro_run.prepare_lm_cpu(family, out, a.data_root, a.limit_train or scale.train_pairs, a.limit_eval)
+                    if a.scale == "cpu" else repro_run.prepare_lm_paper(family, out))
+        elif a.scale == "cpu":
+            data = repro_run.prepare_translation_cpu(family, out, a.data_root, a.limit_train or scale.train_pairs,
+                                                     a.limit_eval)
+        else:
+            data = repro_run.prepare_translation_paper(family, out, a.iwslt_tgz)
+        ctx["data"] = data
+        ctx["plan"] = repro_run.plan_options(family, scale, systems, data)
+        for s in systems:
+            plan = ctx["plan"][s.name]
+            params = f"{plan['params']:,} parameters" if plan["params"] else "parameters counted after data preparation"
+            match = f", size-matched to {s.size_match} ({plan['target_params']:,})" if plan.get("target_params") else ""
+            repro_run.say(f"{family.name}/{s.name}: {s.arch} {' '.join(plan['width_options'] + list(s.options))} "
+                          f"-> {params}{match}")
+        if a.dry_run:
+            for s in systems:
+                if data is not None:
+                    cmd = repro_run.train_command(family, scale, s, data, ctx["plan"][s.name]["width_options"], 1,
+                                                  os.path.join(out, f"{s.name}-s1", "checkpoints"), ctx["max_epoch"],
+                                                  ctx["max_tokens"], ctx["cpu"])
+                    print(" ".join(shlex.quote(x) for x in cmd))
+            return 0
+        os.makedirs(out, exist_ok=True)
+        signal.signal(signal.SIGTERM, lambda *_: (repro_run.stop_children(), os._exit(143)))
+        results = repro_run.run_all(ctx, systems, list(range(1, a.seeds + 1)), a.jobs)
+        comparison = repro_run.compare(ctx, results)
+        repro_page.draw_curves(comparison, os.path.join(out, "curves.png"))
+        for src, ref in zip(a.test_src, a.test_ref):
+            repro_run.score_extra(ctx, results, src, ref)
+        for text in a.test_text:
+            repro_run.score_extra_lm(ctx, results, text)
+        print(repro_page.table(comparison))
+        if a.publish:
+            path = repro_page.publish(comparison, os.path.join(out, "curves.png"), a.docs)
+            repro_run.say(f"published to {path}")
+    except ReproError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        repro_run.stop_children()
+        fail("interrupted; run the same command again to resume")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

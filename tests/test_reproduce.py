@@ -1,0 +1,149 @@
+"""scripts/reproduce.py end to end on a tiny slice of real Multi30k (300 training pairs, 16-unit
+systems, one epoch): the results.json of each system against independent recomputations (the
+checkpoint's parameters and updates, sacrebleu on the written hypotheses), the resume skip, the
+one-line errors, and docs/results.md generated from the published JSON."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "reproduce.py"
+SMOKE = ["--limit-train", "300", "--limit-eval", "24", "--width", "16", "--max-epoch", "1", "--systems", "mc_rnn_3"]
+
+
+def run(*args, check=True):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env,
+                       cwd=REPO, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError(f"reproduce.py failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, shared_data):
+    out = tmp_path_factory.mktemp("repro")
+    docs = tmp_path_factory.mktemp("docs")
+    p = run("mc_rnn", "--out", out, "--data-root", shared_data, "--docs", docs, "--publish", *SMOKE)
+    return out / "mc_rnn", docs, p, shared_data
+
+
+def test_unknown_family_is_one_line(tmp_path):
+    p = run("mc_rnnn", "--out", tmp_path, check=False)
+    assert p.returncode != 0
+    assert p.stderr.strip() == "reproduce.py: error: unknown family 'mc_rnnn'; implemented: gencnn, mc_rnn, parallel_cells"
+    assert "Traceback" not in p.stderr and not (tmp_path / "mc_rnnn").exists()
+
+
+def test_planned_family_and_bad_system_are_one_line(tmp_path):
+    p = run("dpn_s2s", "--out", tmp_path, check=False)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
+    assert "family 'dpn_s2s'" in p.stderr and "not implemented yet" in p.stderr
+    p = run("mc_rnn", "--out", tmp_path, "--systems", "mc_rnn_9", check=False)
+    assert p.stderr.strip() == ("reproduce.py: error: --systems: family 'mc_rnn' has no system 'mc_rnn_9' "
+                                "(it has mc_rnn_3, baseline, baseline_large)")
+
+
+def test_results_json_matches_independent_recomputation(smoke):
+    import sacrebleu
+    import torch
+
+    out, _, _, shared = smoke
+    # the family's test set is the official Multi30k validation set (first 24 pairs here)
+    refs = (shared / "multi30k-de-en" / "valid.en").read_text(encoding="utf-8").splitlines()[:24]
+    for name, arch, baseline in (("mc_rnn_3", "mc_rnn_iwslt_de_en_3", False), ("baseline", "rnnsearch_iwslt_de_en", True)):
+        sdir = out / f"{name}-s1"
+        r = json.loads((sdir / "results.json").read_text())
+        assert (r["system"], r["arch"], r["seed"], r["scale"]) == (name, arch, 1, "cpu")
+        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        assert r["params"] == sum(v.numel() for v in state["model"].values())
+        assert r["updates"] == state["optimizer_history"][-1]["num_updates"] > 0
+        assert r["epochs"] == 1 and r["hit_max_epoch"] is True and r["stopped"] == "max_epoch"
+        assert r["options"][:2] == ["--encoder-embed-dim", "16"]
+        assert [p["epoch"] for p in r["curve"]] == [1] and r["curve"][0]["updates"] == r["updates"]
+        assert r["dev_loss_bits"] == r["curve"][0]["dev_loss"] and r["wall_s"] > 0
+        assert abs(r["dev_ppl"] - 2 ** r["dev_loss_bits"]) < 0.01 * r["dev_ppl"]
+        hyps = (sdir / "test" / "hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert len(hyps) == 24
+        bleu = sacrebleu.metrics.BLEU(lowercase=True)
+        assert r["test"]["bleu"] == pytest.approx(bleu.corpus_score(hyps, [refs]).score, abs=0.006)
+        assert r["test"]["signature"] == str(bleu.get_signature())
+        assert r["test"]["ci95"] >= 0 and r["test"]["paired_bs_samples"] == 1000
+        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == baseline
+        # the BPE codes and dictionaries are kept beside the checkpoint
+        assert {"codes.joint", "dict.de.txt", "dict.en.txt"} <= set(os.listdir(sdir / "checkpoints"))
+    assert not (out / "baseline_large-s1").exists()  # not selected by --systems
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert [s["system"] for s in comparison["systems"]] == ["mc_rnn_3", "baseline"]
+    assert "official validation set = test" in comparison["data"]
+
+
+def test_finished_systems_are_skipped(smoke):
+    out, docs, _, shared = smoke
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*-s1/*") if p.is_file()}
+    p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE)
+    assert p.stdout.count("finished earlier") == 2
+    assert "training" not in p.stdout and "preparing data" not in p.stdout
+    after = {p: p.stat().st_mtime_ns for p in before}
+    assert after == before  # nothing retrained or rewritten: logs, curves, results.json
+
+
+def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
+    import torch
+
+    out, _, _, shared = smoke
+    first = json.loads((out / "baseline-s1" / "results.json").read_text())
+    args = [a if a != "1" or i == 0 or SMOKE[i - 1] != "--max-epoch" else "2" for i, a in enumerate(SMOKE)]
+    p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *args)
+    assert p.stdout.count("stopped by --max-epoch 1 earlier; continuing to 2") == 2
+    r = json.loads((out / "baseline-s1" / "results.json").read_text())
+    assert [c["epoch"] for c in r["curve"]] == [1, 2] and r["curve"][0] == first["curve"][0]
+    assert r["updates"] == 2 * first["updates"] and r["max_epoch"] == 2 and r["hit_max_epoch"]
+    last = torch.load(out / "baseline-s1" / "checkpoints" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert last["optimizer_history"][-1]["num_updates"] == r["updates"]
+    log = (out / "baseline-s1" / "train.log").read_text()
+    assert f"checkpoint_last.pt (epoch 2 @ {first['updates']} updates)" in log  # resumed, not restarted
+    assert "--max-epoch 2" in r["command"]
+
+
+def test_page_is_generated_from_the_published_json(smoke):
+    _, docs, _, _ = smoke
+    fam = docs / "results" / "reproduce" / "mc_rnn"
+    assert {"comparison.json", "mc_rnn_3-s1.json", "baseline-s1.json", "curves.png"} <= set(os.listdir(fam))
+    page = (docs / "results.md").read_text()
+    r = json.loads((fam / "mc_rnn_3-s1.json").read_text())
+    assert f"| MC-RNN-3 | `mc_rnn_iwslt_de_en_3` | {r['params'] / 1e6:.2f}M | 1 | 1 | {r['updates']} |" in page
+    assert "python scripts/reproduce.py mc_rnn --scale cpu --systems mc_rnn_3 --max-epoch 1" in page
+    assert "**max-epoch cap**" in page and "Max-epoch cap hit by: MC-RNN-3, Baseline-RNN" in page
+    # change a figure in the JSON: --page-only rewrites the page from it
+    r["test"]["bleu"] = 42.42
+    (fam / "mc_rnn_3-s1.json").write_text(json.dumps(r))
+    run("--page-only", "--docs", docs)
+    row = next(line for line in (docs / "results.md").read_text().splitlines() if line.startswith("| MC-RNN-3 |"))
+    assert "| 42.42 |" in row
+
+
+def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
+    """parallel_cells (wide 1 vs wide 3 at the same total hidden size) on 300 English captions: the
+    test perplexity is fairseq-eval-lm's, and equals the one recomputed from the per-sentence
+    log-probabilities that the paired bootstrap resamples."""
+    import math
+
+    run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
+        "--width", "30", "--max-epoch", "1", "--systems", "wide3")
+    fam = tmp_path / "parallel_cells"
+    for name, wide in (("wide1", "1"), ("wide3", "3")):
+        r = json.loads((fam / f"{name}-s1" / "results.json").read_text())
+        assert r["metric"] == "ppl" and r["options"] == ["--decoder-embed-dim", "30", "--decoder-hidden-size", "30",
+                                                         "--wide", wide]
+        nll = json.loads((fam / f"{name}-s1" / "test" / "sentence_nll.json").read_text())
+        assert len(nll) == 24  # one entry per test caption
+        ppl = math.exp(sum(n for n, _ in nll) / sum(t for _, t in nll))
+        assert r["test"]["ppl"] == pytest.approx(ppl, rel=1e-3)
+        assert r["test"]["ppl"] == pytest.approx(2 ** r["test"]["loss_bits"], rel=1e-3)
+        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "wide1") and r["test"]["ci95"] > 0
+    assert not (fam / "wide5-s1").exists()
