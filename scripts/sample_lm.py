@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
 import text_input  # noqa: E402
 
@@ -30,14 +30,15 @@ def load_hub(path, data=None, bpe=None, bpe_codes=None, tokenizer=None, cpu=Fals
     import torch
     from fairseq import hub_utils
 
-    import fairseq_local  # noqa: F401
+    import fairseq_local
     from fairseq_local.safe_loading import is_language_model, require_model
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such checkpoint")
     # a damaged checkpoint or one of a translation model: one line naming its arch
     require_model(path, is_language_model, "a language model (e.g. gencnn_paper, lstm_lm, transformer_lm)")
-    kwargs = dict(overrides, user_dir=os.path.join(REPO, "fairseq_local"))
+    # the package already imported (fairseq refuses a second copy of the same name as --user-dir)
+    kwargs = dict(overrides, user_dir=os.path.dirname(os.path.abspath(fairseq_local.__file__)))
     if bpe:
         kwargs["bpe"] = bpe
         if bpe_codes:
