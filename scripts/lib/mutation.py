@@ -75,14 +75,14 @@ MODULES: Dict[str, Module] = {
         "lattice builder: format, validation, merging"),
     "gencnn": Module(
         {"fairseq_local/modules/gencnn_layers.py": ALL},
-        ["tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
+        ["tests/test_gencnn_mutants.py", "tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
         "genCNN alpha/beta CNN layers"),
     "dpn": Module(
         {"fairseq_local/modules/dpn_gate.py": ALL,
          "fairseq_local/modules/dpn_paths.py": ALL,
          "fairseq_local/models/dpn_s2s.py": ("xǁDPNEncoderǁforward", "xǁDPNDecoderǁextract_features",
                                               "xǁDPNDecoderǁforward", "xǁ_Embedderǁforward")},
-        ["tests/test_dpn_s2s_reference.py", "tests/test_dpn_s2s.py"],
+        ["tests/test_dpn_mutants.py", "tests/test_dpn_s2s_reference.py", "tests/test_dpn_s2s.py"],
         "DPN-S2S paths, gates (Eq. 4-10) and the flows' labels"),
     "analysis": Module(
         {"scripts/analysis/parallel_cells_masking.py": ("x_perplexity", "x_masking_table", "x_score_tokens"),

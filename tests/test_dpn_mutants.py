@@ -1,0 +1,299 @@
+"""DPN-S2S (fairseq_local/modules/dpn_gate.py, dpn_paths.py, models/dpn_s2s.py) against references
+written from the paper and from ConvS2S / the Transformer: the SAN path layer by layer (Eq. 6-7,
+residual + layer normalisation, post- and pre-norm, the gated cross attention of Eq. 9), the CNN
+decoder path with its projections (Eq. 4-5), the initialisations, the gate's options and the
+one-line errors, and beam-style reordering of the cached encoder projections."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_local.modules.dpn_gate import DPNGate
+from fairseq_local.modules.dpn_paths import ConvPath, SANPath, causal_conv1d
+from test_dpn_s2s import SRC, TGT, batch, build
+
+DT = torch.float64
+
+
+# ------------------------------------------------------------------------------------- the gate
+def test_gate_options_and_messages():
+    gate = DPNGate(4)
+    assert gate.extra_repr() == "" and "forced" not in repr(gate)
+    for v in (0.0, 0.25, 1.0):
+        gate.force(v)
+        assert gate.forced == v and gate.extra_repr() == f"forced={v}"
+    gate.force(None)
+    assert gate.forced is None and gate.extra_repr() == ""
+    for bad in (-0.01, 1.01, 1.5):
+        with pytest.raises(ValueError) as err:
+            gate.force(bad)
+        assert str(err.value) == f"DPNGate: a forced gate value must lie in [0, 1], got {bad}"
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    with pytest.raises(ValueError) as err:
+        gate(a, b[..., :3])
+    assert str(err.value) == "DPNGate: inputs must have the same shape, got (2, 3, 4) and (2, 3, 3)"
+    gate.force(0.25)
+    fused, g = gate(a, b)
+    assert g.shape == (2, 3, 1) and g.dtype == a.dtype and bool((g == 0.25).all())
+    torch.testing.assert_close(fused, a + 0.25 * (b - a))
+    assert DPNGate(4, forced=1.0).forced == 1.0 and DPNGate(4, forced=0).forced == 0.0
+
+
+def test_gate_initialisation():
+    """W ~ N(0, 1/(2d)) (unit-variance pre-activation for unit inputs), b = 0: g = 0.5 on average."""
+    torch.manual_seed(0)
+    d = 2000
+    gate = DPNGate(d)
+    w = gate.proj.weight
+    assert w.shape == (1, 2 * d) and gate.proj.bias.shape == (1,) and float(gate.proj.bias.detach()) == 0.0
+    assert abs(float(w.std()) * math.sqrt(2 * d) - 1) < 0.05 and abs(float(w.mean())) < 0.01
+    assert gate.forced is None
+
+
+# ---------------------------------------------------------------------------- initialisations
+def _weight_normed(conv):
+    """The effective weight g v / ||v|| of a weight-normalised ConvTBC-shaped (k, in, out) kernel."""
+    v, g = conv.weight_v, conv.weight_g
+    return v * (g / v.pow(2).sum(dim=(0, 1), keepdim=True).sqrt())
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_causal_convolution_initialisation(dropout):
+    """ConvS2S (Gehring et al. 2017): N(0, 4p / (k n_in)) with retain probability p, zero bias,
+    weight norm per output channel, left padding k - 1."""
+    torch.manual_seed(0)
+    conv = causal_conv1d(64, 96, 3, dropout=dropout)
+    assert conv.kernel_size == (3,) and conv.padding == (2,) and conv.weight_g.shape == (1, 1, 96)
+    assert conv.bias.abs().max() == 0
+    w = _weight_normed(conv)
+    assert w.shape == (3, 64, 96)
+    expected = math.sqrt(4 * (1 - dropout) / (3 * 64))
+    assert abs(float(w.std()) / expected - 1) < 0.03 and abs(float(w.mean())) < 0.01 * expected
+    if dropout == 0.0:
+        torch.manual_seed(0)
+        default = causal_conv1d(64, 96, 3)
+        torch.testing.assert_close(default.weight_v, conv.weight_v)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cnn_path_initialisation_uses_dropout(causal):
+    """fc1 ~ N(0, p / n_in), convolutions ~ N(0, 4p / (k n_in)), fc2 ~ N(0, 1 / n_in) (ConvS2S)."""
+    torch.manual_seed(0)
+    p = 0.4
+    path = ConvPath(48, 80, 2, 3, 1 - p, causal=causal)
+    fc1 = path.fc1.weight_v * (path.fc1.weight_g / path.fc1.weight_v.norm(dim=1, keepdim=True))
+    assert abs(float(fc1.std()) / math.sqrt(p / 48) - 1) < 0.05
+    fc2 = path.fc2.weight_v * (path.fc2.weight_g / path.fc2.weight_v.norm(dim=1, keepdim=True))
+    assert abs(float(fc2.std()) / math.sqrt(1 / 80) - 1) < 0.05
+    for conv in path.convolutions:
+        assert conv.padding == ((2,) if causal else (1,))
+        assert abs(float(_weight_normed(conv).std()) / math.sqrt(4 * p / (3 * 80)) - 1) < 0.05
+
+
+def test_cnn_path_configuration_errors():
+    with pytest.raises(ValueError) as err:
+        ConvPath(8, 8, 2, 4, 0.1, causal=False)
+    assert str(err.value) == "--encoder-kernel-size must be odd for the CNN encoder path, got 4"
+    ConvPath(8, 8, 2, 4, 0.1, causal=True)  # a causal kernel may be even
+    for causal, side in ((False, "encoder"), (True, "decoder")):
+        with pytest.raises(ValueError) as err:
+            ConvPath(8, 6, 2, 3, 0.1, causal=causal, io_projections=False)
+        assert str(err.value) == (f"--{side}-conv-dim 6 differs from the embedding size 8: the CNN path needs "
+                                  "its input/output projections (--cnn-path-projections always)")
+    path = ConvPath(8, 8, 1, 3, 0.1, causal=False, io_projections=False)
+    assert path.fc1 is None and path.fc2 is None
+
+
+# ------------------------------------------------------------------------ SAN path reference
+def _layer_norm(x, ln):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + 1e-5) * ln.weight + ln.bias
+
+
+def _mha(att, query, key, key_pad=None, causal=False):
+    """Eq. 6 for one sentence: query T x d, key (= value) S x d; heads of d_s = d / s, queries
+    scaled by 1/sqrt(d_s), then W^o."""
+    T, d = query.shape
+    S = key.shape[0]
+    s = att.num_heads
+    ds = d // s
+    q = query @ att.q_proj.weight.t() + att.q_proj.bias
+    k = key @ att.k_proj.weight.t() + att.k_proj.bias
+    v = key @ att.v_proj.weight.t() + att.v_proj.bias
+    heads = []
+    for i in range(s):
+        sl = slice(i * ds, (i + 1) * ds)
+        e = (q[:, sl] / math.sqrt(ds)) @ k[:, sl].t()  # T x S
+        for t in range(T):
+            for j in range(S):
+                if (key_pad is not None and key_pad[j]) or (causal and j > t):
+                    e[t, j] = float("-inf")
+        heads.append(torch.softmax(e, -1) @ v[:, sl])
+    return torch.cat(heads, -1) @ att.out_proj.weight.t() + att.out_proj.bias
+
+
+def _san_layer_reference(layer, x, pad, memory, mem_pad, causal, pre):
+    """One SAN layer (Eq. 6-7) for one sentence x (T x d): self-attention, the gated attention to
+    the encoder paths (Eq. 9, own path first), ReLU feed-forward; each sublayer wrapped as
+    LN(x + f(x)) (post-norm) or x + f(LN(x)) (pre-norm)."""
+    def sub(h, ln, f):
+        return h + f(_layer_norm(h, ln)) if pre else _layer_norm(h + f(h), ln)
+
+    h = sub(x, layer.self_attn_layer_norm, lambda u: _mha(layer.self_attn, u, u, pad, causal))
+    if layer.paths:
+        def cross(u):
+            ctx = [_mha(layer.encoder_attn[p], u, memory[p], mem_pad) for p in layer.paths]
+            if len(ctx) == 1:
+                return ctx[0]
+            w, b = layer.gate.proj.weight[0], layer.gate.proj.bias[0]
+            g = torch.sigmoid(torch.cat(ctx, -1) @ w + b)[:, None]
+            return ctx[0] * (1 - g) + ctx[1] * g
+
+        h = sub(h, layer.encoder_attn_layer_norm, cross)
+    return sub(h, layer.final_layer_norm,
+               lambda u: torch.relu(u @ layer.fc1.weight.t() + layer.fc1.bias) @ layer.fc2.weight.t() + layer.fc2.bias)
+
+
+def _perturb(module, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for prm in module.parameters():  # layer norms and biases away from 1 / 0
+            prm.add_(torch.randn(prm.shape, generator=g, dtype=prm.dtype) * 0.3)
+
+
+@pytest.mark.parametrize("pre", [False, True])
+@pytest.mark.parametrize("paths,shared", [((), False), (("a", "c"), True), (("a", "c"), False), (("c",), False)])
+def test_san_path_equals_eq6_eq7_reference(pre, paths, shared):
+    torch.manual_seed(0)
+    d, T, S, B = 6, 5, 4, 2
+    path = SANPath(d, 10, 2, 2, 0.0, 0.0, 0.0, normalize_before=pre, paths=paths,
+                   shared_cross_attention=shared).to(DT).eval()
+    _perturb(path, 1)
+    assert (path.layer_norm is not None) == pre
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(T, B, d, generator=g, dtype=DT)
+    memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT),) * 2 for p in ("a", "c")}
+    causal = bool(paths)  # the decoder's SAN path is masked; the encoder's reads padding masks
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    mem_pad = torch.zeros(B, S, dtype=torch.bool)
+    mem_pad[1, 0] = True
+    self_mask = None
+    if causal:
+        self_mask = torch.triu(torch.full((T, T), float("-inf"), dtype=DT), 1)
+    else:
+        pad[1, :2] = True
+    out, _ = path(x, self_mask, pad if not causal else None, memory if paths else None,
+                  mem_pad if paths else None)
+    for b in range(B):
+        h = x[:, b]
+        for layer in path.layers:
+            h = _san_layer_reference(layer, h, None if causal else pad[b], {p: m[0][:, b] for p, m in memory.items()},
+                                     mem_pad[b], causal, pre)
+        if pre:
+            h = _layer_norm(h, path.layer_norm)
+        real = slice(None) if causal else ~pad[b]
+        # fairseq's attention takes some softmaxes in float32
+        torch.testing.assert_close(out[:, b][real], h[real], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ CNN decoder path reference
+def _wn_linear(lin):
+    v, g = lin.weight_v, lin.weight_g
+    return v * (g / v.norm(dim=1, keepdim=True)), lin.bias
+
+
+def test_cnn_decoder_path_equals_eq4_eq5_reference():
+    """The causal CNN decoder path with ConvS2S's projections, one sentence and one step at a time:
+    fc1, then per layer a causal GLU convolution over the last k inputs (zeros before the start),
+    the attention of Eq. 4 (one query for both encoder paths, fused by Eq. 9), and the residual
+    scaled by sqrt(1/2); fc2 at the end."""
+    torch.manual_seed(0)
+    d, H, k, T, S, B = 5, 6, 3, 5, 4, 2
+    path = ConvPath(d, H, 2, k, 0.0, causal=True, paths=("c", "a")).to(DT).eval()
+    _perturb(path, 3)
+    g = torch.Generator().manual_seed(4)
+    emb = torch.randn(T, B, d, generator=g, dtype=DT)
+    memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT), torch.randn(S, B, d, generator=g, dtype=DT))
+              for p in ("c", "a")}
+    mem_pad = torch.zeros(B, S, dtype=torch.bool)
+    mem_pad[0, :1] = True
+    out, attns = path(emb, None, memory, mem_pad)
+    assert len(attns) == 2 and all(sorted(a) == ["a", "c"] for a in attns)
+    W1, b1 = _wn_linear(path.fc1)
+    W2, b2 = _wn_linear(path.fc2)
+    r = math.sqrt(0.5)
+    for b in range(B):
+        real = [s for s in range(S) if not mem_pad[b, s]]
+        x = [W1 @ emb[t, b] + b1 for t in range(T)]
+        for conv, att in zip(path.convolutions, path.attention):
+            Wc = _weight_normed(conv)  # (k, in, out): tap j reads position t - (k - 1) + j
+            Wi, bi = _wn_linear(att.in_projection)
+            Wo, bo = _wn_linear(att.out_projection)
+            new = []
+            for t in range(T):
+                y = conv.bias.clone()
+                for j in range(k):
+                    if t - (k - 1) + j >= 0:
+                        y = y + x[t - (k - 1) + j] @ Wc[j]
+                glu = y[:H] * torch.sigmoid(y[H:])
+                q = (Wi @ glu + bi + emb[t, b]) * r
+                ctx = []
+                for p in ("c", "a"):
+                    keys, values = memory[p]
+                    e = torch.stack([q @ keys[s, b] for s in real])
+                    a = torch.softmax(e, 0)
+                    ctx.append(sum(a[i] * values[s, b] for i, s in enumerate(real)))
+                w, gb = att.gate.proj.weight[0], att.gate.proj.bias[0]
+                gate = torch.sigmoid(torch.cat(ctx) @ w + gb)
+                c = (ctx[0] * (1 - gate) + ctx[1] * gate) * math.sqrt(len(real))
+                a_out = (Wo @ c + bo + glu) * r
+                new.append((a_out + x[t]) * r)
+            x = new
+        for t in range(T):
+            torch.testing.assert_close(out[t, b], W2 @ x[t] + b2, rtol=1e-10, atol=1e-10)
+
+
+# --------------------------------------------------------------------------- encoder output
+@pytest.mark.parametrize("m,names", [(9, ("cnn_keys", "san_out")), (1, ("cnn_keys",)), (5, ("san_out",))])
+def test_encoder_output_fields(m, names):
+    """encoder_out is the SAN path's output when there is one, else the CNN keys; src_lengths and
+    the padding mask are passed through (B first)."""
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, _ = batch(seed=1)
+    enc = model.encoder(src, lengths)
+    assert enc["encoder_out"][0] is enc[names[-1]][0]
+    assert enc["src_lengths"][0] is lengths and torch.equal(enc["encoder_padding_mask"][0], src.eq(SRC.pad()))
+    assert model.encoder(src)["src_lengths"] == []
+    for key in ("cnn_keys", "san_out"):
+        assert bool(enc[key]) == (key in names)
+    if "san_out" in names:
+        assert enc["san_out"][0].shape == (src.size(1), src.size(0), 8)
+
+
+# --------------------------------------------------------------------- beam-style reordering
+def test_beamable_cross_attention_keeps_one_copy_per_sentence():
+    """With fairseq's beamable encoder-decoder attention (set_beam_size(2), as SequenceGenerator
+    sets it) the cached projected encoder states hold one copy per sentence and a reorder within
+    each sentence's beams leaves them alone; step-by-step decoding still equals the full pass."""
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=5, bsz=2)
+    src, lengths = src.repeat_interleave(2, 0), lengths.repeat_interleave(2, 0)  # 2 sentences x 2 beams
+    tgt = batch(seed=6, bsz=4)[2]
+    enc = model.encoder(src, lengths)
+    full = model.decoder(tgt, enc)[0]
+    model.decoder.set_beam_size(2)
+    order = torch.tensor([1, 1, 3, 2])  # beams move only within their sentence
+    state, steps = {}, []
+    for t in range(tgt.size(1)):
+        if t == 4:
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            full, tgt = full.index_select(0, order), tgt.index_select(0, order)
+            steps = [s.index_select(0, order) for s in steps]
+        steps.append(model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[0][:, -1])
+    cached = [v for k, v in state.items() if "attn_state" in k and v.get("prev_key") is not None
+              and v["prev_key"].size(2) == src.size(1)]
+    assert cached and all(v["prev_key"].size(0) == 2 for v in cached)  # one copy per sentence
+    assert (full - torch.stack(steps, 1)).abs().max() < 1e-6
+    model.decoder.set_beam_size(1)

@@ -1,0 +1,236 @@
+"""genCNN (fairseq_local/modules/gencnn_layers.py): the options, bounds and error messages the
+reference tests of tests/test_gencnn.py do not reach, each checked against values written by hand
+(activations from their formulas, layer specs, the initialisation bounds of Section 4.1 / fan-in
+scaling per parameter, the βCNN switch for L_β = 0 and L_β = 1)."""
+import math
+
+import pytest
+import torch
+
+from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, get_activation, parse_layers
+from test_gencnn import make_decoder, random_tokens, ref_body, ref_unit
+
+E = 5
+
+
+# ------------------------------------------------------------------------------ activations
+def test_activations_follow_their_formulas():
+    xs = [-2.5, -0.3, 0.0, 0.7, 3.0]
+    refs = {
+        "relu": lambda v: v if v > 0 else 0.0,
+        "sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)),
+        "tanh": lambda v: (math.exp(v) - math.exp(-v)) / (math.exp(v) + math.exp(-v)),
+        "linear": lambda v: v,
+    }
+    x = torch.tensor(xs, dtype=torch.float64)
+    for name, ref in refs.items():
+        got = get_activation(name)(x)
+        torch.testing.assert_close(got, torch.tensor([ref(v) for v in xs], dtype=torch.float64),
+                                   rtol=0, atol=1e-15, msg=name)
+    with pytest.raises(ValueError) as err:
+        get_activation("gelu")
+    assert str(err.value) == ("genCNN: unknown activation 'gelu' "
+                              "(choose from ['linear', 'relu', 'sigmoid', 'tanh'])")
+
+
+def test_stack_uses_the_activations_it_is_given():
+    """activation (Eq. 3-4) and out_activation (the FC layer) as named, against the plain reference
+    with the activations written out."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(8, E, [(3, 3, 2), (2, 2, 1)], 4, activation="tanh", out_activation="linear",
+                           init_range=0.4).double()
+    X = torch.randn(3, 8, E, dtype=torch.float64)
+    got = stack.forward_windows(X)
+
+    class Plain:  # the same parameters, activations by formula
+        w, shapes, gated, fc = stack.w, stack.shapes, True, stack.fc
+
+        @staticmethod
+        def act(v):
+            return (v.exp() - (-v).exp()) / (v.exp() + (-v).exp())
+
+        @staticmethod
+        def out_act(v):
+            return v
+
+    for m in range(3):
+        torch.testing.assert_close(got[m], ref_unit(Plain, list(X[m])), rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ layer specs
+@pytest.mark.parametrize("spec,expected", [
+    ("(3,150,150),(3,100,100)", [(3, 150, 150), (3, 100, 100)]),
+    ("(3,4,0)", [(3, 4, 0)]),
+    ("[(2,0,1)]", [(2, 0, 1)]),
+    ("  [(2,0,1), (1,1,0)]", [(2, 0, 1), (1, 1, 0)]),
+    ("(1,1,0),(1,0,1)", [(1, 1, 0), (1, 0, 1)]),
+])
+def test_parse_layers_accepts(spec, expected):
+    assert parse_layers(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["(0,4,4)", "(3,0,0)", "(3,-1,2)", "(3,2,-1)", "(-1,2,2)", "(3,4)",
+                                  "(3,4,5,6)", "", "[]", "abc", "(3,4,3),(2,3)"])
+def test_parse_layers_rejects(spec):
+    with pytest.raises(ValueError) as err:
+        parse_layers(spec)
+    assert str(err.value) == (f"genCNN: bad layer spec {spec!r}: expected "
+                              "'(kernel, time_flow_maps, time_arrow_maps), ...'")
+
+
+# --------------------------------------------------------------------- construction checks
+def test_bad_options_fail_with_one_clear_line():
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(10, E, [(3, 4, 3)], 6, tf_input="both")
+    assert str(err.value) == "genCNN: tf_input must be 'tf' or 'all', got 'both'"
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(10, E, [(3, 4, 3)], 6, merge="average")
+    assert str(err.value) == "genCNN: merge must be one of ('gating', 'pooling'), got 'average'"
+
+
+@pytest.mark.parametrize("n_tf", [1, 3])
+def test_time_flow_maps_above_time_arrow_only_layer_need_tf_input_all(n_tf):
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(10, E, [(3, 0, 4), (2, n_tf, 0)], 6, tf_input="tf", name="βCNN")
+    assert str(err.value) == ("βCNN: layer 2 has TIME-FLOW maps but nothing TIME-FLOW below to read "
+                              "(use tf_input='all')")
+    stack = GatedConvStack(10, E, [(3, 0, 4), (2, n_tf, 0)], 6, tf_input="all")
+    assert stack.shapes[1].c_tf == 4
+
+
+def test_time_arrow_only_stack_builds_and_equals_reference():
+    """No TIME-FLOW maps anywhere (nothing TIME-FLOW to read is fine when no layer has any)."""
+    torch.manual_seed(1)
+    stack = GatedConvStack(10, E, [(3, 0, 4), (2, 0, 3)], 6, tf_input="tf", init_range=0.4).double()
+    assert [s.c_tf for s in stack.shapes] == [E, 0]
+    X = torch.randn(2, 10, E, dtype=torch.float64)
+    got = stack.forward_windows(X)
+    for m in range(2):
+        torch.testing.assert_close(got[m], ref_unit(stack, list(X[m])), rtol=0, atol=1e-12)
+
+
+def test_window_length_bound():
+    """A layer needs at least two convolution locations (one gating pair): kernel 2 on a window of
+    3 gives 2 and builds; kernel 3 on 3 gives 1 and is refused with the numbers in the message."""
+    stack = GatedConvStack(3, E, [(2, 1, 0)], 4)
+    s = stack.shapes[0]
+    assert (s.n_conv, s.offset, s.n_pairs, s.n_out) == (2, 0, 1, 1)
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(3, E, [(3, 1, 0)], 4)
+    assert str(err.value) == ("αCNN: window of 3 positions is too short for layer 1 (kernel 3 on 3 "
+                              "locations); enlarge L or shrink kernels")
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(8, E, [(3, 2, 1), (3, 2, 1)], 4, name="βCNN")  # 8 -> 6 -> 3 -> conv 3: 1
+    assert str(err.value) == ("βCNN: window of 8 positions is too short for layer 2 (kernel 3 on 3 "
+                              "locations); enlarge L or shrink kernels")
+
+
+# --------------------------------------------------------------------------- initialisation
+LAYERS = [(3, 6, 5), (2, 4, 1)]  # window 12 -> conv 10 -> 5 -> conv 4 -> 2
+
+
+def _fan_in_by_hand(name, c_in):
+    """Inputs per output unit of each parameter, by hand for LAYERS on a window of 12 with E = 5
+    inputs (tf_input="tf": layer 2's TIME-FLOW maps read the 6 TIME-FLOW maps, its TIME-ARROW maps
+    all 11); a bias counts its own last dimension."""
+    table = {
+        "conv_tf_w0": 3 * E, "gate_tf_w0": 4 * E, "conv_ta_w0": 3 * E, "gate_ta_w0": 4 * E,
+        "conv_tf_b0": 6, "gate_tf_b0": 6, "conv_ta_b0": 5, "gate_ta_b0": 5,
+        "conv_tf_w1": 2 * 6, "gate_tf_w1": 3 * 6, "conv_ta_w1": 2 * 11, "gate_ta_w1": 3 * 11,
+        "conv_tf_b1": 4, "gate_tf_b1": 4, "conv_ta_b1": 1, "gate_ta_b1": 1,
+        "fc.weight": 2 * 5, "fc.bias": c_in,
+    }
+    return table[name]
+
+
+def test_initialisation_ranges():
+    """Section 4.1: uniform in [-0.1, 0.1] (here 0.3); ``init_range <= 0``: uniform in
+    +-1/sqrt(fan-in) per parameter.  Each parameter spans its range (many draws)."""
+    torch.manual_seed(0)
+    big = GatedConvStack(12, E, [(3, 60, 50), (2, 40, 30)], 300, init_range=0.3)
+    for name, p in big.named_parameters():
+        assert p.abs().max() <= 0.3, name
+        if p.numel() >= 500:
+            assert p.max() > 0.27 and p.min() < -0.27, name
+    for init in (0.0, -1.0):
+        torch.manual_seed(0)
+        stack = GatedConvStack(12, E, LAYERS, 40, init_range=init)
+        for name, p in stack.named_parameters():
+            key = name.split(".", 1)[1] if name.startswith("w.") else name
+            bound = 1.0 / math.sqrt(_fan_in_by_hand(key, 40))
+            assert p.abs().max() <= bound, (name, float(p.abs().max()), bound)
+            if p.numel() >= 60:  # enough draws to come near both ends
+                assert p.max() > 0.8 * bound and p.min() < -0.8 * bound, (name, bound)
+
+
+def test_fan_in_bound_of_a_single_input_parameter():
+    """A parameter whose last dimension is 1 (one TIME-ARROW map: conv_ta_b is (n_conv, 1)) has
+    fan-in 1, so its values span [-1, 1]."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(80, E, [(3, 0, 1)], 4, init_range=0.0)
+    b = stack.w["conv_ta_b0"]
+    assert b.shape == (78, 1)
+    assert b.abs().max() <= 1.0 and b.max() > 0.85 and b.min() < -0.85
+
+
+# ------------------------------------------------------------------------- the βCNN switch
+def test_beta_needs_layers_and_a_positive_length():
+    """L_β = 0 (or no βCNN layers) is the αCNN-only model: no βCNN, history L_α."""
+    alpha, beta = [(3, 4, 3), (2, 3, 2)], [(3, 4, 0), (2, 3, 0)]
+    torch.manual_seed(0)
+    only = GenCNNBody(E, 9, alpha, 7, L_beta=0, beta_layers=beta, init_range=0.4).double()
+    assert only.beta is None and not only.use_beta and only.L_beta == 0 and only.history_size == 9
+    torch.manual_seed(0)
+    none = GenCNNBody(E, 9, alpha, 7, L_beta=6, beta_layers=None, init_range=0.4).double()
+    assert none.beta is None and none.L_beta == 0 and none.history_size == 9
+    torch.manual_seed(0)
+    full = GenCNNBody(E, 9, alpha, 7, L_beta=6, beta_layers=beta, init_range=0.4).double()
+    assert full.use_beta and full.L_beta == 6 and full.history_size == 15
+    emb = torch.randn(2, 14, E, dtype=torch.float64)
+    nonpad = torch.ones(2, 14, dtype=torch.bool)
+    out, S = only(emb, nonpad)
+    assert S.shape == (2, 5, E) and S.abs().max() == 0
+    for b in range(2):
+        torch.testing.assert_close(out[b], ref_body(only, emb[b], nonpad[b]), rtol=0, atol=1e-12)
+
+
+def test_beta_of_length_one_equals_reference_and_incremental():
+    """L_β = 1: the βCNN reads its own previous summary and one word; whole-sentence forward,
+    the literal recursion and step-by-step decoding agree."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 5, [(2, 3, 2), (2, 2, 1)], 6, L_beta=1, beta_layers=[(1, 2, 0)],
+                      init_range=0.4).double()
+    assert body.use_beta and body.L_beta == 1 and body.history_size == 6
+    g = torch.Generator().manual_seed(3)
+    for T in (1, 5, 6, 7, 12):
+        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        pad = min(2, T - 1)
+        nonpad[1, :pad] = False
+        emb[1, :pad] = 0
+        out, _ = body(emb, nonpad)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
+                                       msg=lambda m: f"T={T}: {m}")
+    dec = make_decoder(alpha_length=5, beta_length=1, alpha_layers="(2,3,2),(2,2,1)", beta_layers="(1,2,0)")
+    tokens = random_tokens(B=2, T=12)
+    full, _ = dec(tokens)
+    state, steps = {}, []
+    for t in range(tokens.shape[1]):
+        steps.append(dec(tokens[:, : t + 1], incremental_state=state)[0])
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-10)
+
+
+def test_single_map_time_flow_layers_are_shared_streams():
+    """TIME-FLOW layers of one map reading only TIME-FLOW maps are computed as shared streams (one
+    per layer, plus the stream after the last) and make a location-0 chain; a layer reading
+    TIME-ARROW maps (tf_input="all") is not shareable."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(7, E, [(3, 1, 0), (2, 1, 0)], E, init_range=0.4).double()
+    assert stack.is_chain
+    seq = torch.randn(2, 12, E, dtype=torch.float64)
+    streams = stack.shared_streams(seq)
+    assert len(streams) == 3 and streams[-1][1] is None
+    assert [(a, d) for _, _, a, d in streams] == [(0, 1), (-1, 2), (-1, 4)]
+    mixed = GatedConvStack(10, E, [(3, 1, 2), (2, 1, 1)], E, tf_input="all")
+    assert not mixed.is_chain and len(mixed.shared_streams(torch.randn(1, 12, E))) == 2
