@@ -45,7 +45,7 @@ def test_gate_initialisation():
     torch.manual_seed(0)
     d = 2000
     gate = DPNGate(d)
-    w = gate.proj.weight
+    w = gate.proj.weight.detach()
     assert w.shape == (1, 2 * d) and gate.proj.bias.shape == (1,) and float(gate.proj.bias.detach()) == 0.0
     assert abs(float(w.std()) * math.sqrt(2 * d) - 1) < 0.05 and abs(float(w.mean())) < 0.01
     assert gate.forced is None
@@ -66,7 +66,7 @@ def test_causal_convolution_initialisation(dropout):
     conv = causal_conv1d(64, 96, 3, dropout=dropout)
     assert conv.kernel_size == (3,) and conv.padding == (2,) and conv.weight_g.shape == (1, 1, 96)
     assert conv.bias.abs().max() == 0
-    w = _weight_normed(conv)
+    w = _weight_normed(conv).detach()
     assert w.shape == (3, 64, 96)
     expected = math.sqrt(4 * (1 - dropout) / (3 * 64))
     assert abs(float(w.std()) / expected - 1) < 0.03 and abs(float(w.mean())) < 0.01 * expected
@@ -83,12 +83,12 @@ def test_cnn_path_initialisation_uses_dropout(causal):
     p = 0.4
     path = ConvPath(48, 80, 2, 3, 1 - p, causal=causal)
     fc1 = path.fc1.weight_v * (path.fc1.weight_g / path.fc1.weight_v.norm(dim=1, keepdim=True))
-    assert abs(float(fc1.std()) / math.sqrt(p / 48) - 1) < 0.05
+    assert abs(float(fc1.detach().std()) / math.sqrt(p / 48) - 1) < 0.05
     fc2 = path.fc2.weight_v * (path.fc2.weight_g / path.fc2.weight_v.norm(dim=1, keepdim=True))
-    assert abs(float(fc2.std()) / math.sqrt(1 / 80) - 1) < 0.05
+    assert abs(float(fc2.detach().std()) / math.sqrt(1 / 80) - 1) < 0.05
     for conv in path.convolutions:
         assert conv.padding == ((2,) if causal else (1,))
-        assert abs(float(_weight_normed(conv).std()) / math.sqrt(4 * p / (3 * 80)) - 1) < 0.05
+        assert abs(float(_weight_normed(conv).detach().std()) / math.sqrt(4 * p / (3 * 80)) - 1) < 0.05
 
 
 def test_cnn_path_configuration_errors():
@@ -297,3 +297,61 @@ def test_beamable_cross_attention_keeps_one_copy_per_sentence():
     assert cached and all(v["prev_key"].size(0) == 2 for v in cached)  # one copy per sentence
     assert (full - torch.stack(steps, 1)).abs().max() < 1e-6
     model.decoder.set_beam_size(1)
+
+
+# ------------------------------------------------------------------ dropout rates and defaults
+def test_each_dropout_rate_reaches_its_module():
+    """dropout (residual branches, embeddings), attention_dropout (attention weights) and
+    activation_dropout (after the FFN ReLU) land on their own modules, named for fairseq's
+    --retain-dropout-modules."""
+    model = build("dpn_s2s_m9", dropout=0.15, attention_dropout=0.25, activation_dropout=0.35)
+    for side in (model.encoder, model.decoder):
+        assert side.cnn.dropout_module.p == 0.15 and side.cnn.dropout_module.module_name == "ConvPath"
+        for layer in side.san.layers:
+            assert layer.dropout_module.p == 0.15 and layer.dropout_module.module_name == "SANLayer"
+            assert layer.activation_dropout_module.p == 0.35
+            assert layer.activation_dropout_module.module_name == "SANLayer"
+            assert layer.self_attn.dropout_module.p == 0.25
+            assert all(att.dropout_module.p == 0.25 for att in layer.encoder_attn.values())
+            assert not layer.normalize_before
+    for layer in model.decoder.san.layers:
+        assert set(layer.encoder_attn) == {"a", "c"} and layer.paths == ("a", "c")
+
+
+def test_feed_forward_initialisation():
+    """The SAN feed-forward layers (Eq. 7): Xavier-uniform weights, zero biases."""
+    torch.manual_seed(0)
+    path = SANPath(64, 256, 4, 1, 0.0, 0.0, 0.0)
+    layer = path.layers[0]
+    bound = math.sqrt(6 / (64 + 256))
+    for lin in (layer.fc1, layer.fc2):
+        assert lin.bias.abs().max() == 0
+        assert lin.weight.abs().max() <= bound and lin.weight.abs().max() > 0.98 * bound
+        assert abs(float(lin.weight.detach().std()) / (bound / math.sqrt(3)) - 1) < 0.03
+    assert layer.fc1.weight.shape == (256, 64) and layer.fc2.weight.shape == (64, 256)
+    assert not layer.normalize_before and path.layer_norm is None and layer.paths == ()
+    assert layer.encoder_attn_layer_norm is None and layer.gate is None
+
+
+def test_san_cross_attention_weights_only_on_request():
+    """need_attn: the head-averaged softmax(q k^T / sqrt(d_s)) per encoder path, or None."""
+    torch.manual_seed(0)
+    d, T, S, B = 6, 3, 4, 2
+    path = SANPath(d, 10, 2, 1, 0.0, 0.0, 0.0, paths=("a", "c")).to(DT).eval()
+    _perturb(path, 5)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(T, B, d, generator=g, dtype=DT)
+    memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT),) * 2 for p in ("a", "c")}
+    _, attns = path(x, memory=memory)
+    assert attns == [{"a": None, "c": None}]
+    _, attns = path(x, memory=memory, need_attn=True)
+    layer = path.layers[0]
+    h = torch.stack([_layer_norm(x[:, b] + _mha(layer.self_attn, x[:, b], x[:, b]), layer.self_attn_layer_norm)
+                     for b in range(B)], 1)  # the cross attention's query input (post-norm)
+    for p in ("a", "c"):
+        att = layer.encoder_attn[p]
+        for b in range(B):
+            q = (h[:, b] @ att.q_proj.weight.t() + att.q_proj.bias) / math.sqrt(d // 2)
+            k = memory[p][0][:, b] @ att.k_proj.weight.t() + att.k_proj.bias
+            probs = [torch.softmax(q[:, i * 3:(i + 1) * 3] @ k[:, i * 3:(i + 1) * 3].t(), -1) for i in range(2)]
+            torch.testing.assert_close(attns[0][p][b].to(DT), sum(probs) / 2, rtol=1e-5, atol=1e-6)  # float32 softmax

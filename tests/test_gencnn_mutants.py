@@ -234,3 +234,55 @@ def test_single_map_time_flow_layers_are_shared_streams():
     assert [(a, d) for _, _, a, d in streams] == [(0, 1), (-1, 2), (-1, 4)]
     mixed = GatedConvStack(10, E, [(3, 1, 2), (2, 1, 1)], E, tf_input="all")
     assert not mixed.is_chain and len(mixed.shared_streams(torch.randn(1, 12, E))) == 2
+
+
+def test_defaults_follow_the_paper():
+    """Defaults: ReLU convolutions, sigmoid FC (Section 3), gating (Eq. 5), TIME-FLOW maps reading
+    TIME-FLOW maps, weights uniform in [-0.1, 0.1] (Section 4.1); the βCNN is named in its errors
+    and summarises into the embedding size."""
+    x = torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64)
+    torch.manual_seed(0)
+    stack = GatedConvStack(12, E, [(3, 40, 30), (2, 30, 20)], 200)
+    assert stack.tf_input == "tf" and stack.gated and stack.shapes[1].c_tf == 40
+    torch.testing.assert_close(stack.act(x), torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))
+    torch.testing.assert_close(stack.out_act(x), 1 / (1 + torch.exp(-x)))
+    for name, p in stack.named_parameters():
+        assert p.abs().max() <= 0.1 and (p.numel() < 500 or p.abs().max() > 0.09), name
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 9, [(3, 40, 30), (2, 30, 20)], 200)
+    assert body.beta is None and body.L_beta == 0 and body.history_size == 9
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 9, [(3, 40, 30), (2, 30, 20)], 200, L_beta=6, beta_layers=[(3, 40, 0), (2, 30, 0)])
+    for stack in (body.alpha, body.beta):
+        assert stack.tf_input == "tf" and stack.gated
+        torch.testing.assert_close(stack.act(x), torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64))
+        torch.testing.assert_close(stack.out_act(x), 1 / (1 + torch.exp(-x)))
+    assert body.beta.out_dim == E and body.beta.window == 7 and body.alpha.window == 10
+    for name, p in body.named_parameters():
+        assert p.abs().max() <= 0.1 and (p.numel() < 500 or p.abs().max() > 0.09), name
+    with pytest.raises(ValueError) as err:
+        GenCNNBody(E, 9, [(3, 4, 3)], 7, L_beta=2, beta_layers=[(3, 1, 0)])
+    assert str(err.value) == ("βCNN: window of 3 positions is too short for layer 1 (kernel 3 on 3 "
+                              "locations); enlarge L or shrink kernels")
+    with pytest.raises(ValueError) as err:
+        GenCNNBody(E, 2, [(3, 4, 3)], 7)
+    assert str(err.value).startswith("αCNN: window of 3 positions is too short for layer 1")
+
+
+@pytest.mark.parametrize("merge", ["gating", "pooling"])
+@pytest.mark.parametrize("tf_input", ["tf", "all"])
+def test_body_options_reach_both_stacks(merge, tf_input):
+    """tf_input, merge, the activations and init_range given to the body reach αCNN and βCNN."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 9, [(3, 4, 3), (2, 3, 2)], 7, L_beta=6, beta_layers=[(3, 4, 0), (2, 3, 0)],
+                      tf_input=tf_input, activation="tanh", fc_activation="linear", init_range=0.5,
+                      merge=merge)
+    x = torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64)
+    for stack in (body.alpha, body.beta):
+        assert stack.tf_input == tf_input and stack.gated == (merge == "gating")
+        assert any(n.startswith("gate_") for n in stack.w) == (merge == "gating")
+        torch.testing.assert_close(stack.act(x), torch.tanh(x))
+        torch.testing.assert_close(stack.out_act(x), x)
+        assert max(float(p.detach().abs().max()) for p in stack.parameters()) > 0.4
+        assert all(float(p.detach().abs().max()) <= 0.5 for p in stack.parameters())
+    assert body.alpha.shapes[1].c_tf == (4 if tf_input == "tf" else 7)
