@@ -107,3 +107,125 @@ def test_bleu_by_length_buckets_by_hand():
     assert all(r[2] == pytest.approx(100.0) for r in rows)
     assert rows[0][3] == pytest.approx(100.0) and rows[2][3] == pytest.approx(100.0)
     assert 0 < rows[1][3] < 100.0
+
+
+class _Loader(_Task):
+    """Records what the masking table asks the data loader for."""
+
+    def __init__(self, d, batches):
+        super().__init__(d, batches)
+        self.calls = []
+
+    def eval_lm_dataloader(self, dataset, **kwargs):
+        self.calls.append((dataset, kwargs))
+        return iter(self.batches)
+
+
+def _batches():
+    target = torch.tensor([[4, 5, 6, 1]])
+    return [{"net_input": {"src_tokens": target}, "target": target}]
+
+
+def test_masking_table_refuses_a_model_without_parallel_cells():
+    class NoCells:
+        decoder = type("D", (), {"layers": []})()
+
+    with pytest.raises(ValueError) as e:
+        masking.masking_table(NoCells(), _Task(_Dict(["a"]), []), None, [("g", ["a"])], None, 2, False)
+    assert str(e.value) == "NoCells has no parallel cells to mask (use a parallel_lstm_lm checkpoint)"
+
+
+def test_masking_table_every_layer_or_one_layer():
+    d = _Dict(["a", "b", "c", "e"])
+    model = _Model(wide=2)
+    model.decoder.layers = [type("L", (), {"wide": 2})(), type("L", (), {"wide": 2})()]
+    table = masking.masking_table(model, _Task(d, _batches()), None, [("g", ["a"])], None, 2, False)
+    # layer None: mask_cells gets None (every layer), one condition per cell of the common wide
+    assert table["conditions"] == ["none", "mask1", "mask2"]
+    assert model.masked == [(None, []), (None, [0]), (None, [1]), (None, [])]
+    # different wides: every layer cannot be masked together; one chosen layer can
+    model = _Model(wide=2)
+    model.decoder.layers = [type("L", (), {"wide": 3})(), type("L", (), {"wide": 2})()]
+    with pytest.raises(ValueError) as e:
+        masking.masking_table(model, _Task(d, _batches()), None, [("g", ["a"])], None, 2, False)
+    assert str(e.value) == "--layer all needs the same wide in every layer (got [2, 3]); pick one --layer"
+    table = masking.masking_table(model, _Task(d, _batches()), None, [("g", ["a"])], 0, 2, False)
+    assert table["conditions"] == ["none", "mask1", "mask2", "mask3"]
+    assert model.masked == [(0, []), (0, [0]), (0, [1]), (0, [2]), (0, [])]
+
+
+def test_masking_table_warns_once_per_unknown_word_on_stderr(capsys):
+    d = _Dict(["a", "b", "c", "e"])
+    masking.masking_table(_Model(wide=1), _Task(d, _batches()), None, [("ab", ["a", "zz", "b"])], 0, 2, False)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "warning: word group 'ab': 'zz' is not in the dictionary, skipped\n"
+
+
+def test_masking_table_group_of_unknown_words_has_no_perplexity():
+    d = _Dict(["a", "b", "c", "e"])
+    table = masking.masking_table(_Model(wide=1), _Task(d, _batches()), None, [("none", ["zz", "yy"])], 0, 2,
+                                  False)
+    assert table["group_words"] == {"none": []} and table["words"] == {}
+    assert all(math.isnan(table["groups"]["none"][c]) for c in ("none", "mask1"))
+    # the overall perplexity still covers the targets a, b, c (ids 4, 5, 6; pad left out)
+    assert table["overall"]["none"] == pytest.approx(math.exp((5 + 6 + 7) / 4 / 3), rel=1e-12)
+
+
+def test_masking_table_scores_the_given_split_with_the_given_batch_size(monkeypatch):
+    import fairseq.utils
+
+    moved = []
+    monkeypatch.setattr(fairseq.utils, "move_to_cuda", lambda sample: moved.append(sample) or sample)
+    d = _Dict(["a", "b", "c", "e"])
+    split = object()
+    task = _Loader(d, _batches())
+    masking.masking_table(_Model(wide=2), task, split, [("g", ["a"])], 0, 7, True)
+    assert len(task.calls) == 3  # one pass over the split per condition
+    assert all(ds is split and kw["batch_size"] == 7 for ds, kw in task.calls)
+    assert len(moved) == 3  # with use_cuda every batch is moved to the GPU
+    masking.masking_table(_Model(wide=2), task, split, [("g", ["a"])], 0, 7, False)
+    assert len(moved) == 3
+
+
+def test_bleu_by_length_rejects_different_test_sets():
+    a = {0: ("a b", "x", "x"), 1: ("c", "y", "y")}
+    with pytest.raises(SystemExit) as e:
+        bbl.bleu_by_length(a, {0: a[0]}, [10])
+    assert e.value.code == "--gen-a and --gen-b cover different sentence ids (not the same test set?)"
+    with pytest.raises(SystemExit) as e:
+        bbl.bleu_by_length(a, {0: a[0], 1: ("c d", "y", "y")}, [10])
+    assert e.value.code == "sentence 1: the two files have different sources"
+
+
+def test_bleu_by_length_against_sacrebleu_on_joined_text():
+    """BPE is removed from sources, references and hypotheses before scoring; an empty bucket is
+    skipped (later buckets still reported); the tokenizer is passed through."""
+    import sacrebleu
+
+    ref = "the ca@@ t sat on the mat ."
+    good = "the ca@@ t sat on the mat."  # equal to the reference only once tokenized (13a)
+    bad = "a ca@@ t sat on a mat ."
+    a, b = {}, {}
+    lengths = (2, 3, 25, 30)  # buckets: 1-4, (5-10 empty), 11-20 empty, >20
+    for i, n in enumerate(lengths):
+        src = " ".join(f"w{k}@@ x" for k in range(n))  # n words once "@@ " is removed
+        a[i] = (src, ref, good if i % 2 == 0 else bad)
+        b[i] = (src, ref, bad if i % 2 == 0 else good)
+    joined = lambda s: s.replace("@@ ", "")  # noqa: E731
+    for tok in ("13a", "none"):
+        rows = bbl.bleu_by_length(a, b, [4, 10, 20], tokenize=tok)
+        assert [(r[0], r[1]) for r in rows] == [("1-4", 2), (">20", 2)]
+        for row, ids in zip(rows, ((0, 1), (2, 3))):
+            refs = [[joined(ref)] * 2]
+            for sys_, score in ((a, row[2]), (b, row[3])):
+                want = sacrebleu.corpus_bleu([joined(sys_[i][2]) for i in ids], refs, tokenize=tok).score
+                assert score == pytest.approx(want, abs=1e-9)
+    assert rows[0][2] != bbl.bleu_by_length(a, b, [4, 10, 20])[0][2]  # the tokenizer matters here
+
+
+def test_bleu_by_length_counts_words_after_removing_the_bpe_symbol():
+    # with --bpe-symbol "@@" a lone "@@" token disappears: "a @@ b" has 2 words
+    a = {0: ("a @@ b", "x y", "x y"), 1: ("a b c", "x y", "x y")}
+    rows = bbl.bleu_by_length(a, dict(a), [2, 5], bpe="@@")
+    assert [(r[0], r[1]) for r in rows] == [("1-2", 1), ("3-5", 1)]

@@ -16,9 +16,10 @@ def _randomise(layer, seed=0):
     return layer
 
 
-def reference(layer, xs):
+def reference(layer, xs, states=False):
     """Eq. 1-6 written plainly for ONE unpadded sentence xs[T, I]; returns outputs [T, H] and
-    channel weights [T, k].  Loops over t, channels and j; 1-based t as in the paper."""
+    channel weights [T, k] (with ``states``, also every channel's h and c: ``h[k][t]``, 1-based).
+    Loops over t, channels and j; 1-based t as in the paper."""
     K, H = layer.channels, layer.hidden_size
     n = K + 1
     W = [layer.block_weight[j] for j in range(K)]  # W[j-1] = W_j
@@ -62,6 +63,8 @@ def reference(layer, xs):
             a = torch.exp(e) / torch.exp(e).sum()  # Eq. 5
         outs.append(sum(a[k] * hk_t[k] for k in range(K)))  # Eq. 4
         alphas.append(a)
+    if states:
+        return torch.stack(outs), torch.stack(alphas), h, c
     return torch.stack(outs), torch.stack(alphas)
 
 
