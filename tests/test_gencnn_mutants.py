@@ -286,3 +286,33 @@ def test_body_options_reach_both_stacks(merge, tf_input):
         assert max(float(p.detach().abs().max()) for p in stack.parameters()) > 0.4
         assert all(float(p.detach().abs().max()) <= 0.5 for p in stack.parameters())
     assert body.alpha.shapes[1].c_tf == (4 if tf_input == "tf" else 7)
+
+
+@pytest.mark.parametrize("frozen", ["weights", "input"])
+def test_gradients_when_only_the_input_or_only_the_weights_need_them(frozen):
+    """Frozen weights (gradient for the embeddings only) or a constant input (gradients for the
+    weights only): the hand-written backward gives the plain reference's gradients either way."""
+    from test_gencnn import make_body
+
+    body = make_body("all")
+    g = torch.Generator().manual_seed(4)
+    emb = torch.randn(2, 16, E, dtype=torch.float64, generator=g)
+    nonpad = torch.ones(2, 16, dtype=torch.bool)
+    weight = torch.randn(2, 16, 7, dtype=torch.float64, generator=g)
+    for p in body.parameters():
+        p.requires_grad_(frozen != "weights")
+
+    def grads(fn):
+        x = emb.clone().requires_grad_(frozen != "input")
+        body.zero_grad(set_to_none=True)
+        (fn(x) * weight).sum().backward()
+        if frozen == "weights":
+            return [x.grad]
+        assert x.grad is None
+        return [p.grad for p in body.parameters()]
+
+    got = grads(lambda x: body(x, nonpad)[0])
+    expected = grads(lambda x: torch.stack([ref_body(body, x[b], nonpad[b]) for b in range(2)]))
+    assert all(e is not None for e in expected)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
