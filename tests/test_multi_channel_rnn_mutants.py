@@ -207,9 +207,14 @@ def test_float64_layer_matches_reference_to_rounding(cell, memory):
     x = torch.randn(7, 2, 3, dtype=DT, generator=torch.Generator().manual_seed(6))
     mask = torch.zeros(7, 2, dtype=torch.bool)
     mask[:2, 1] = True
+    layer.record_attention = True
     out, _ = layer(x, None, mask)
     torch.testing.assert_close(out[:, 0], reference(layer, x[:, 0])[0], rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(out[2:, 1], reference(layer, x[2:, 1])[0], rtol=1e-13, atol=1e-13)
+    # padded positions: zero output and zero channel weights
+    assert torch.equal(out[:2, 1], torch.zeros(2, 4, dtype=DT))
+    assert torch.equal(layer.last_attention[:2, 1], torch.zeros(2, 3, dtype=DT))
+    torch.testing.assert_close(layer.last_attention[2:, 1], reference(layer, x[2:, 1])[1], rtol=1e-13, atol=1e-13)
 
 
 def test_input_proj_from_caller_is_what_the_cell_uses():
