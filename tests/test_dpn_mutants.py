@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_local.modules.dpn_gate import DPNGate
-from fairseq_local.modules.dpn_paths import ConvPath, SANPath, causal_conv1d
+from fairseq_local.modules.dpn_paths import ConvPath, SANLayer, SANPath, causal_conv1d
 from test_dpn_s2s import SRC, TGT, batch, build
 
 DT = torch.float64
@@ -174,7 +174,9 @@ def test_san_path_equals_eq6_eq7_reference(pre, paths, shared):
     assert (path.layer_norm is not None) == pre
     g = torch.Generator().manual_seed(2)
     x = torch.randn(T, B, d, generator=g, dtype=DT)
-    memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT),) * 2 for p in ("a", "c")}
+    # (keys, values): the SAN path reads the keys of either encoder path (k^c = h^c, not v^c)
+    memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT), torch.randn(S, B, d, generator=g, dtype=DT))
+              for p in ("a", "c")}
     causal = bool(paths)  # the decoder's SAN path is masked; the encoder's reads padding masks
     pad = torch.zeros(B, T, dtype=torch.bool)
     mem_pad = torch.zeros(B, S, dtype=torch.bool)
@@ -344,6 +346,7 @@ def test_san_cross_attention_weights_only_on_request():
     memory = {p: (torch.randn(S, B, d, generator=g, dtype=DT),) * 2 for p in ("a", "c")}
     _, attns = path(x, memory=memory)
     assert attns == [{"a": None, "c": None}]
+    assert path.layers[0](x, memory=memory)[1] == {"a": None, "c": None}
     _, attns = path(x, memory=memory, need_attn=True)
     layer = path.layers[0]
     h = torch.stack([_layer_norm(x[:, b] + _mha(layer.self_attn, x[:, b], x[:, b]), layer.self_attn_layer_norm)
@@ -355,3 +358,37 @@ def test_san_cross_attention_weights_only_on_request():
             k = memory[p][0][:, b] @ att.k_proj.weight.t() + att.k_proj.bias
             probs = [torch.softmax(q[:, i * 3:(i + 1) * 3] @ k[:, i * 3:(i + 1) * 3].t(), -1) for i in range(2)]
             torch.testing.assert_close(attns[0][p][b].to(DT), sum(probs) / 2, rtol=1e-5, atol=1e-6)  # float32 softmax
+
+
+def test_cross_attention_reorder_reorders_its_cache():
+    """reorder_incremental_state reorders the cached projected encoder states along the batch
+    (one row per hypothesis with beam size 1; with fairseq's beamable attention, one row per
+    sentence, kept for a reorder within the beams and cut down when sentences are dropped) and
+    returns the incremental state."""
+    torch.manual_seed(0)
+    layer = SANLayer(6, 8, 2, 0.0, 0.0, 0.0, paths=("a", "c")).to(DT).eval()
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 6, generator=g, dtype=DT)
+    memory = {p: (torch.randn(5, 4, 6, generator=g, dtype=DT),) * 2 for p in ("a", "c")}
+    state = {}
+    layer(x, memory=memory, incremental_state=state)
+    att = layer.encoder_attn["c"]
+    before = {k: v.clone() for k, v in att._get_input_buffer(state).items() if v is not None}
+    assert set(before) >= {"prev_key", "prev_value"} and before["prev_key"].size(0) == 4
+    order = torch.tensor([3, 0, 0, 2])
+    assert att.reorder_incremental_state(state, order) is state
+    after = att._get_input_buffer(state)
+    for k, v in before.items():
+        torch.testing.assert_close(after[k], v.index_select(0, order), rtol=0, atol=0)
+    # beamable: 2 sentences x 2 beams share one cached row per sentence
+    for a in layer.encoder_attn.values():
+        a.set_beam_size(2)
+    memory = {p: (m[0][:, [0, 0, 1, 1]],) * 2 for p, m in memory.items()}
+    state = {}
+    layer(x, memory=memory, incremental_state=state)
+    rows = att._get_input_buffer(state)["prev_key"].clone()
+    assert rows.size(0) == 2
+    assert att.reorder_incremental_state(state, torch.tensor([1, 1, 2, 3])) is state  # within beams
+    torch.testing.assert_close(att._get_input_buffer(state)["prev_key"], rows, rtol=0, atol=0)
+    att.reorder_incremental_state(state, torch.tensor([2, 3]))  # sentence 0 finished
+    torch.testing.assert_close(att._get_input_buffer(state)["prev_key"], rows[1:], rtol=0, atol=0)
