@@ -322,24 +322,24 @@ def test_download_known_unknown_and_required_checksums(tmp_path):
     # ... and with REQUIRE_CHECKSUM=1 a refusal: one error line, the download removed
     proc = _common_sh(f"REQUIRE_CHECKSUM=1 download {url} req.txt ''", tmp_path)
     errors = [l for l in proc.stderr.splitlines() if "error" in l]
-    assert proc.returncode == 2 and len(errors) == 1 and "refused under REQUIRE_CHECKSUM=1" in errors[0], proc.stderr
+    assert proc.returncode == 2 and len(errors) == 1 and "refused under --require-checksum (REQUIRE_CHECKSUM=1)" in errors[0], proc.stderr
     assert digest in errors[0] and not (tmp_path / "req.txt").exists()
     assert not list(tmp_path.glob("*.part.*"))
 
 
 def test_recipe_with_an_unpinned_download(tmp_path):
-    """prepare_ptb.sh from a mirror with no --sha256 under REQUIRE_CHECKSUM=1 stops at the download
+    """prepare_ptb.sh from a mirror with no --sha256 under --require-checksum stops at the download
     and writes nothing (without it, it runs with the warning: the ``ptb`` fixture).  A local --tgz
     copy without a hash is refused the same way and left where it is."""
     write_tgz(tmp_path / "se.tgz", {f"./simple-examples/data/ptb.{s}.txt": "a b c\nd e f\n" for s in ("train", "valid", "test")})
     url, digest = (tmp_path / "se.tgz").as_uri(), sha256(tmp_path / "se.tgz")
-    proc = recipe("prepare_ptb.sh", "--out", "strict", "--url", url, "--workers", "1", cwd=tmp_path, ok=False,
-                  env=dict(ENV, REQUIRE_CHECKSUM="1"))
+    proc = recipe("prepare_ptb.sh", "--out", "strict", "--url", url, "--workers", "1", "--require-checksum",
+                  cwd=tmp_path, ok=False)
     errors = [l for l in proc.stderr.splitlines() if "error" in l]
     assert proc.returncode == 2 and len(errors) == 1 and f"{url}: no sha256 recorded" in errors[0], proc.stderr
     assert digest in errors[0] and not list((tmp_path / "strict" / "raw").iterdir())
-    proc = recipe("prepare_iwslt14.sh", "--out", "iw", "--tgz", "se.tgz", cwd=tmp_path, ok=False,
-                  env=dict(ENV, REQUIRE_CHECKSUM="1"))
+    proc = recipe("prepare_iwslt14.sh", "--out", "iw", "--tgz", "se.tgz", "--require-checksum", cwd=tmp_path,
+                  ok=False)
     errors = [l for l in proc.stderr.splitlines() if "error" in l]
     assert proc.returncode == 2 and len(errors) == 1 and "--tgz se.tgz: no sha256 recorded" in errors[0], proc.stderr
     assert (tmp_path / "se.tgz").is_file() and not list((tmp_path / "iw" / "orig").iterdir())

@@ -39,7 +39,7 @@ check_sha256() {  # check_sha256 FILE EXPECTED WHAT: verify FILE (WHAT names it 
     [ "$got" = "$2" ] || die "$3: sha256 mismatch: expected $2, got $got; a partial or different file (pass --sha256 HASH for a repackaged mirror)"
     say "$3: sha256 verified ($got)"
   elif [ "${REQUIRE_CHECKSUM:-0}" = 1 ]; then
-    die "$3: no sha256 recorded, refused under REQUIRE_CHECKSUM=1; the file has sha256 $got: check it, then pass --sha256 $got or add '$got  $3' to scripts/recipes/SHA256SUMS"
+    die "$3: no sha256 recorded, refused under --require-checksum (REQUIRE_CHECKSUM=1); the file has sha256 $got: check it, then pass --sha256 $got or add '$got  $3' to scripts/recipes/SHA256SUMS"
   else
     echo "$(basename "$0"): warning: $3: NOT verified, no sha256 recorded; the file has sha256 $got (pin it: --sha256 $got, or '$got  $3' in scripts/recipes/SHA256SUMS; REQUIRE_CHECKSUM=1 refuses unverified files)" >&2
   fi

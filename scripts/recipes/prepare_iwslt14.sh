@@ -4,11 +4,12 @@
 # subword-nmt BPE of --bpe-size merges (MC-RNN paper: ~25k), and binarize with fairseq-preprocess.
 #
 #   bash scripts/recipes/prepare_iwslt14.sh [--out DIR] [--bpe-size 25000] [--workers N]
-#        [--tgz de-en.tgz | --url URL] [--sha256 HASH]
+#        [--tgz de-en.tgz | --url URL] [--sha256 HASH] [--require-checksum]
 #
 # --tgz FILE     a local copy of de-en.tgz;  --url URL: a mirror (http(s):// or file://) instead of
 #                fairseq's; either is checked against scripts/recipes/SHA256SUMS (or --sha256 HASH,
 #                for a repackaged archive) before it is used.
+# --require-checksum  refuse a file whose sha256 is not recorded (same as REQUIRE_CHECKSUM=1)
 # Output: DIR/raw/test.{de,en} (untokenized text of the test split: the references that
 # scores are computed against), DIR/tok (Moses-tokenized, lowercased text), DIR/bin (data-bin,
 # languages de -> en; DIR/bin/bpe holds the BPE codes and text), made by scripts/preprocess.sh.
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     --tgz) need_val "$@"; TGZ=$2; shift 2 ;;
     --url) need_val "$@"; URL=$2; shift 2 ;;
     --sha256) need_val "$@"; SHA=$2; shift 2 ;;
+    --require-checksum) export REQUIRE_CHECKSUM=1; shift ;;
     --workers) need_val "$@"; WORKERS=$2; shift 2 ;;
     -h|--help) usage_from_header; exit 0 ;;
     *) die "unknown option $1" ;;

@@ -4,11 +4,12 @@
 # --task stateful_language_modeling / language_modeling (every line ends in </s>).
 #
 #   bash scripts/recipes/prepare_ptb.sh [--out data/ptb] [--raw DIR | --url URL [--sha256 HASH]]
-#        [--workers 2] [--force]
+#        [--workers 2] [--force] [--require-checksum]
 #
 # --raw DIR   use DIR/ptb.{train,valid,test}.txt already on disk instead of downloading
 # --url URL   Mikolov's simple-examples.tgz from a mirror (http(s):// or file://); downloads are
 #             checked against scripts/recipes/SHA256SUMS (or --sha256 HASH for a repackaged archive)
+# --require-checksum  refuse a file whose sha256 is not recorded (same as REQUIRE_CHECKSUM=1)
 # Output: OUT/raw/ptb.{train,valid,test}.txt and OUT/bin (fairseq-preprocess --only-source, via
 # scripts/preprocess.sh --lm --bpe none; dict.txt holds the 10k words).
 set -euo pipefail
@@ -23,6 +24,7 @@ while [ $# -gt 0 ]; do
     --raw) need_val "$@"; RAW=$2; shift 2 ;;
     --url) need_val "$@"; URLS=("$2"); GITHUB=""; shift 2 ;;
     --sha256) need_val "$@"; SHA=$2; shift 2 ;;
+    --require-checksum) export REQUIRE_CHECKSUM=1; shift ;;
     --workers) need_val "$@"; WORKERS=$2; shift 2 ;;
     --force) FORCE=(--force); shift ;;
     -h|--help) usage_from_header; exit 0 ;;
