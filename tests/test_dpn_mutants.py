@@ -265,7 +265,9 @@ def test_encoder_output_fields(m, names):
     model = build(f"dpn_s2s_m{m}")
     src, lengths, _ = batch(seed=1)
     enc = model.encoder(src, lengths)
+    assert set(enc) == {"encoder_out", "encoder_padding_mask", "cnn_keys", "cnn_values", "san_out", "src_lengths"}
     assert enc["encoder_out"][0] is enc[names[-1]][0]
+    assert bool(enc["cnn_values"]) == ("cnn_keys" in names)
     assert enc["src_lengths"][0] is lengths and torch.equal(enc["encoder_padding_mask"][0], src.eq(SRC.pad()))
     assert model.encoder(src)["src_lengths"] == []
     for key in ("cnn_keys", "san_out"):
@@ -392,3 +394,44 @@ def test_cross_attention_reorder_reorders_its_cache():
     torch.testing.assert_close(att._get_input_buffer(state)["prev_key"], rows, rtol=0, atol=0)
     att.reorder_incremental_state(state, torch.tensor([2, 3]))  # sentence 0 finished
     torch.testing.assert_close(att._get_input_buffer(state)["prev_key"], rows[1:], rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------- decoder extras
+@pytest.mark.parametrize("m", [9, 7, 8])
+def test_output_gate_is_reported_batch_first(m):
+    """extra["output_gate"]: g^o of Eq. 10 per target position (B x T x 1), the value the gate
+    computed; None when the decoder has one path (no output gate)."""
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, tgt = batch(seed=4)
+    seen = []
+    hook = model.decoder.output_gate.register_forward_hook(lambda mod, i, o: seen.append(o[1])) \
+        if model.decoder.output_gate is not None else None
+    _, extra = model(src, lengths, tgt)
+    if hook is None:
+        assert "output_gate" in extra and extra["output_gate"] is None
+        return
+    hook.remove()
+    assert extra["output_gate"].shape == (src.size(0), tgt.size(1), 1)
+    torch.testing.assert_close(extra["output_gate"], seen[0].transpose(0, 1), rtol=0, atol=0)
+    assert extra["output_gate"].std() > 0
+
+
+def test_alignment_with_one_layer_per_decoder_path():
+    """A decoder with one layer per path: each flow has one alignment, and extra["attn"] is their mean."""
+    model = build("dpn_s2s_m9", decoder_conv_layers=1, decoder_san_layers=1)
+    src, lengths, tgt = batch(seed=3)
+    _, extra = model(src, lengths, tgt)
+    flows = extra["flows"]
+    assert set(flows) == {"cc", "ca", "ac", "aa"} and all(len(v) == 1 for v in flows.values())
+    torch.testing.assert_close(extra["attn"][0], sum(v[0] for v in flows.values()) / 4, rtol=1e-6, atol=1e-7)
+
+
+def test_decoder_accepts_an_empty_padding_mask_list():
+    """fairseq's encoders may give encoder_padding_mask = [] for 'no padding': the decoder reads it
+    as an unpadded source."""
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=2)
+    src[0, :3] = src[0, 3]  # no padding
+    enc = model.encoder(src, lengths)
+    out = model.decoder(tgt, enc)[0]
+    torch.testing.assert_close(model.decoder(tgt, {**enc, "encoder_padding_mask": []})[0], out, rtol=0, atol=0)
