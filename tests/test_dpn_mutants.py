@@ -435,3 +435,20 @@ def test_decoder_accepts_an_empty_padding_mask_list():
     enc = model.encoder(src, lengths)
     out = model.decoder(tgt, enc)[0]
     torch.testing.assert_close(model.decoder(tgt, {**enc, "encoder_padding_mask": []})[0], out, rtol=0, atol=0)
+
+
+def test_san_defaults_and_forced_context_gate_option():
+    """SANLayer / SANPath built without options: post-norm, one multi-head attention per encoder
+    path (the per-path reading); --force-san-context-gate pins every SAN context gate."""
+    layer = SANLayer(6, 8, 2, 0.0, 0.0, 0.0, paths=("a", "c"))
+    path = SANPath(6, 8, 2, 2, 0.0, 0.0, 0.0, paths=("a", "c"))
+    for lay in [layer] + list(path.layers):
+        assert lay.normalize_before is False and lay.gate.forced is None
+        assert lay.encoder_attn["a"].q_proj is not lay.encoder_attn["c"].q_proj
+    assert path.layer_norm is None
+    path = SANPath(6, 8, 2, 2, 0.0, 0.0, 0.0, paths=("a", "c"), forced_gate=0.0)
+    assert [lay.gate.forced for lay in path.layers] == [0.0, 0.0]
+    model = build("dpn_s2s_m9", force_san_context_gate=1.0)
+    gates = model.decoder.gates()
+    assert {n: g.forced for n, g in gates.items() if n.startswith("san.")} == {"san.0": 1.0, "san.1": 1.0}
+    assert all(g.forced is None for n, g in gates.items() if not n.startswith("san."))
