@@ -245,3 +245,29 @@ def test_option_errors_list_the_choices(kwargs, message):
     with pytest.raises(ValueError) as e:
         MultiChannelRNNLayer(**args)
     assert str(e.value) == message
+
+
+def test_chain_memory_continues_from_the_previous_cell_exactly():
+    """cell_memory="chain": c_t^k = sigmoid(f) c_{t-1}^k + sigmoid(i) tanh(g), with c_{t-1}^k the
+    channel's last memory cell itself (not a block mean of it), bit for bit.  With W_ih = W_hh = 0
+    the gates are exactly b_ih + b_hh, so the expected value is computed in the same order."""
+    K, H, B = 3, 16, 4
+    layer = _randomise(MultiChannelRNNLayer(3, H, K).to(DT), seed=7)
+    with torch.no_grad():
+        layer.weight_ih.zero_()
+        layer.weight_hh.zero_()
+    g = torch.Generator().manual_seed(8)
+    hist = torch.randn(B, K, K, H, generator=g, dtype=DT)
+    c0 = torch.randn(B, K, 1, H, generator=g, dtype=DT) * 3
+    pos = torch.tensor([0, 1, 2, 5])  # every channel meets blocks of m = 1, 2 and 3
+    _, (_, cmem, _) = layer(torch.randn(1, B, 3, generator=g, dtype=DT), (hist, c0, pos))
+    i, f, gg, _ = (layer.bias_ih + layer.bias_hh).chunk(4)
+    want = torch.sigmoid(f) * c0[:, :, 0] + torch.sigmoid(i) * torch.tanh(gg)
+    assert torch.equal(cmem[:, :, 0], want)
+
+
+def test_one_channel_records_unit_attention_for_every_step():
+    layer = _randomise(MultiChannelRNNLayer(3, 4, 1).to(DT))
+    layer.record_attention = True
+    layer(torch.rand(5, 2, 3, dtype=DT))
+    assert torch.equal(layer.last_attention, torch.ones(5, 2, 1, dtype=DT))
