@@ -452,3 +452,25 @@ def test_san_defaults_and_forced_context_gate_option():
     gates = model.decoder.gates()
     assert {n: g.forced for n, g in gates.items() if n.startswith("san.")} == {"san.0": 1.0, "san.1": 1.0}
     assert all(g.forced is None for n, g in gates.items() if not n.startswith("san."))
+
+
+def test_cnn_encoder_path_with_kernel_5_is_centred():
+    """The encoder's convolutions see k // 2 positions either side (zeros beyond the sentence):
+    Eq. 5 with a centred kernel of width 5, written out position by position."""
+    torch.manual_seed(0)
+    d, T, B, k = 4, 6, 2, 5
+    path = ConvPath(d, d, 2, k, 0.0, causal=False, io_projections=False).to(DT).eval()
+    assert path.causal is False and ConvPath(d, d, 1, 3, 0.0, causal=True).causal is True
+    _perturb(path, 8)
+    x = torch.randn(T, B, d, dtype=DT, generator=torch.Generator().manual_seed(9))
+    out, attns = path(x)
+    assert attns == [] and out.shape == (T, B, d)
+    h = x
+    for conv in path.convolutions:
+        assert conv.padding == (2,)
+        W = _weight_normed(conv)  # (k, in, out): tap j reads position t - 2 + j
+        y = torch.stack([torch.stack([
+            conv.bias + sum(h[t - 2 + j, b] @ W[j] for j in range(k) if 0 <= t - 2 + j < T)
+            for b in range(B)]) for t in range(T)])
+        h = (y[..., :d] * torch.sigmoid(y[..., d:]) + h) * math.sqrt(0.5)
+    torch.testing.assert_close(out, h, rtol=1e-10, atol=1e-10)
