@@ -316,3 +316,20 @@ def test_gradients_when_only_the_input_or_only_the_weights_need_them(frozen):
     assert all(e is not None for e in expected)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("tf_input,layers", [("tf", [(3, 4, 3), (2, 3, 2)]), ("all", [(3, 4, 3), (2, 3, 2)]),
+                                             ("tf", [(3, 0, 4), (2, 0, 3)]), ("tf", [(3, 4, 0), (2, 3, 1)])])
+def test_layer_by_layer_windows_equal_reference(tf_input, layers):
+    """``_layer_windows`` applied layer after layer (each layer's maps split into the kinds the next
+    layer reads), then the FC layer written out, equals the literal reference of Eq. 3-5."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(10, E, layers, 6, tf_input=tf_input, init_range=0.4).double()
+    X = torch.randn(3, 10, E, dtype=torch.float64)
+    H = X
+    for li in range(len(stack.shapes)):
+        H = stack._layer_windows(li, H)
+        assert H.shape == (3, stack.shapes[li].n_out, stack.shapes[li].channels)
+    out = torch.sigmoid(H.flatten(1) @ stack.fc.weight.t() + stack.fc.bias)
+    for m in range(3):
+        torch.testing.assert_close(out[m], ref_unit(stack, list(X[m])), rtol=0, atol=1e-12)
