@@ -333,3 +333,22 @@ def test_layer_by_layer_windows_equal_reference(tf_input, layers):
     out = torch.sigmoid(H.flatten(1) @ stack.fc.weight.t() + stack.fc.bias)
     for m in range(3):
         torch.testing.assert_close(out[m], ref_unit(stack, list(X[m])), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("L_beta,beta", [(9, [(2, 3, 0), (2, 2, 0)]), (6, [(3, 4, 0)])])
+def test_beta_with_several_final_locations_equals_reference(L_beta, beta):
+    """A βCNN whose last layer keeps several locations (the FC reads more than location 0):
+    9 -> conv 9 -> 5 -> conv 4 -> 2, and 7 -> conv 5 -> 3; whole-sentence forward = the recursion."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 5, [(2, 3, 2), (2, 2, 1)], 6, L_beta=L_beta, beta_layers=beta, init_range=0.4).double()
+    assert body.beta.is_chain and body.beta.shapes[-1].n_out >= 2
+    g = torch.Generator().manual_seed(5)
+    for T in (7, 5 + L_beta, 5 + 2 * L_beta + 3):
+        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        nonpad[1, :2] = False
+        emb[1, :2] = 0
+        out, _ = body(emb, nonpad)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
+                                       msg=lambda m: f"T={T}: {m}")
