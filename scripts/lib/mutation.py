@@ -62,7 +62,7 @@ MODULES: Dict[str, Module] = {
         "stateful truncated-BPTT task: windows and state carrying"),
     "lattice_gru": Module(
         {"fairseq_local/modules/lattice_gru.py": ALL},
-        ["tests/test_lattice_gru_reference.py", "tests/test_lattice_gru.py"],
+        ["tests/test_lattice_gru_mutants.py", "tests/test_lattice_gru_reference.py", "tests/test_lattice_gru.py"],
         "SWL-/DWL-GRU, pooling and gating (Eq. 10-21)"),
     # small enough for CI (tests/test_mutation.py): the composition g (max pooling / Eq. 21) and the cell
     "lattice_compose": Module(
@@ -71,7 +71,7 @@ MODULES: Dict[str, Module] = {
         "lattice composition g (Eq. 21 / max pooling) and the GRU cell (Eq. 12-15)"),
     "lattice_data": Module(
         {"fairseq_local/data/lattice.py": ALL},
-        ["tests/test_lattice.py"],
+        ["tests/test_lattice_data_mutants.py", "tests/test_lattice.py"],
         "lattice builder: format, validation, merging"),
     "gencnn": Module(
         {"fairseq_local/modules/gencnn_layers.py": ALL},

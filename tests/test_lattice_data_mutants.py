@@ -1,0 +1,271 @@
+"""Lattice data model (Su et al. 2017, section "Word Lattice"), checked value by value: edges e_{i:j}
+cover c_{i+1..j}, validation errors (exact one-line messages), the primary path, packing, merging of
+tokenizations, the file writer and the parallel map.  Fast: no segmenter models are loaded."""
+import os
+
+import numpy as np
+import pytest
+
+from fairseq_local.data import lattice as L
+from fairseq_local.data.lattice import Lattice, LatticeError
+
+FIG1 = "下雨天地面积水"
+CTB, PKU, MSR = ["下雨天", "地面", "积水"], ["下", "雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]
+
+
+def _err(fn, *args, **kwargs):
+    with pytest.raises(LatticeError) as e:
+        fn(*args, **kwargs)
+    return str(e.value)
+
+
+# ---------------------------------------------------------------------------------- small helpers
+def test_where_prefix_and_sentence_chars():
+    assert L._where("", "msg") == "msg"
+    assert L._where("f.lat:3", "msg") == "f.lat:3: msg"
+    assert L.sentence_chars(" 下 雨\t天\u3000地\n") == ["下", "雨", "天", "地"]
+
+
+# ---------------------------------------------------------------------------------- create
+def test_create_sorts_edges_and_converts_to_int():
+    lat = Lattice.create("abc", [(np.int64(1), "3"), ("0", 1), (0, 3)])
+    assert lat.edges == ((0, 1), (0, 3), (1, 3))
+    assert all(type(x) is int for e in lat.edges for x in e)
+    assert lat.chars == ("a", "b", "c") and lat.path == (0, 3)
+
+
+def test_create_error_messages():
+    assert _err(Lattice.create, "", [(0, 1)], where="w:1") == "w:1: empty sentence"
+    assert _err(Lattice.create, "abc", [(0, 3), (2, 2)]) == "edge 2:2 has i >= j"
+    assert _err(Lattice.create, "abc", [(0, 3), (-1, 2)]) == "edge -1:2 out of range (sentence has 3 characters)"
+    assert _err(Lattice.create, "abc", [(0, 4)], where="w") == "w: edge 0:4 out of range (sentence has 3 characters)"
+    assert _err(Lattice.create, "abc", [(0, 3), (0, 3)]) == "duplicate edge 0:3"
+    # boundaries are valid: an edge from v_0 and one into v_N
+    assert Lattice.create("abc", [(0, 3)]).edges == ((0, 3),)
+
+
+def test_create_primary_path_checks():
+    edges = [(0, 1), (1, 3), (0, 3)]
+    assert Lattice.create("abc", edges, [0, 1, 3]).path == (0, 1, 3)
+    assert Lattice.create("abc", edges, ["0", "3"]).path == (0, 3)
+    assert Lattice.create("a", [(0, 1)], (0, 1)).path == (0, 1)  # a one-edge path of length 2
+    msg = "primary path {} is not a path 0..3 of the lattice"
+    for path in ([0, 3, 3], [0], [1, 3], [0, 1], [0, 1, 2, 3], [0, 2, 3], [3, 0, 3]):
+        assert _err(Lattice.create, "abc", edges, path, "x:2") == "x:2: " + msg.format(
+            " ".join(map(str, path)))
+    # one pair of the path is an edge, the next one is not
+    assert _err(Lattice.create, "abcd", [(0, 1), (1, 4), (1, 2), (2, 4)], [0, 1, 3, 4]) == \
+        "primary path 0 1 3 4 is not a path 0..4 of the lattice"
+
+
+def test_default_path_takes_the_longest_edge_from_each_node():
+    lat = Lattice.create("abcde", [(0, 1), (0, 2), (1, 5), (2, 3), (2, 4), (3, 5), (4, 5)])
+    assert lat.path == (0, 2, 4, 5)
+    assert L._longest_edge_path(5, [(0, 1), (0, 2), (1, 5), (2, 3), (2, 4), (3, 5), (4, 5)]) == (0, 2, 4, 5)
+    assert L._longest_edge_path(2, [(0, 2), (0, 1), (1, 2)]) == (0, 2)
+
+
+def test_connectivity_messages_name_the_smallest_bad_node():
+    # nodes 2 and 4 both unreachable from v_0; 2 is reported
+    assert _err(L._check_connected, 6, [(0, 1), (1, 6), (2, 3), (3, 6), (4, 5), (5, 6)], "w") == \
+        "w: node 2 is unreachable from node 0"
+    # nodes 2 and 4 both do not reach v_N; 2 is reported
+    assert _err(L._check_connected, 6, [(0, 1), (1, 6), (0, 2), (0, 4), (4, 5)], "") == \
+        "node 2 does not reach the end node 6"
+    # a chain is fine in both directions (the backward scan goes right to left)
+    L._check_connected(4, [(0, 1), (1, 2), (2, 3), (3, 4)], "")
+    L._check_connected(1, [(0, 1)], "")
+    assert _err(L._check_connected, 3, [(0, 1), (1, 2)], "") == "node 3 is unreachable from node 0"
+    assert _err(L._check_connected, 3, [(1, 3)], "") == "node 1 is unreachable from node 0"
+
+
+# ---------------------------------------------------------------------------------- text format
+def test_from_line_parses_fields_and_line_endings():
+    lat = Lattice.from_line("下 雨 天\t0:1 0:3 1:3\t0 1 3\r\n")
+    assert lat.chars == ("下", "雨", "天") and lat.edges == ((0, 1), (0, 3), (1, 3)) and lat.path == (0, 1, 3)
+    assert Lattice.from_line("下 雨 天\t1:3  0:1\n").path == (0, 1, 3)
+    assert Lattice.from_line(lat.to_line()) == lat
+    assert lat.to_line() == "下 雨 天\t0:1 0:3 1:3\t0 1 3"
+
+
+@pytest.mark.parametrize("line,message", [
+    ("", "empty line"),
+    (" \t \r\n", "empty line"),
+    ("下 雨 天", "expected 2 or 3 tab-separated fields (characters, edges[, path]), got 1"),
+    ("下 雨 天\t0:3\t0 3\tx", "expected 2 or 3 tab-separated fields (characters, edges[, path]), got 4"),
+    ("下  雨\t0:2", "characters must be single non-space characters separated by single spaces"),
+    ("下 \u3000 雨\t0:3", "characters must be single non-space characters separated by single spaces"),
+    ("下 雨\t0:1 1-2", "malformed edge '1-2' (expected i:j)"),
+    ("下 雨\t0:1 a:2", "malformed edge 'a:2' (expected i:j)"),
+    ("下 雨\t0:1 1:2x", "malformed edge '1:2x' (expected i:j)"),
+    ("下 雨\t0:2 -1:2", "edge -1:2 out of range (sentence has 2 characters)"),
+    ("下 雨\t0:2 1:-2", "edge 1:-2 has i >= j"),
+    ("下 雨\t  ", "lattice has no edges"),
+    ("下 雨\t0:2\t0 x\n", "malformed primary path '0 x'"),
+    ("下 雨\t0:2\t0 x \r\n", "malformed primary path '0 x '"),
+    ("下 雨\t0:1 1:2\t0 2", "primary path 0 2 is not a path 0..2 of the lattice"),
+])
+def test_from_line_errors_are_exact(line, message):
+    assert _err(Lattice.from_line, line, "in.lat:7") == "in.lat:7: " + message
+    assert _err(Lattice.from_line, line) == message
+
+
+def test_read_lattices_numbers_lines_from_one(tmp_path):
+    p = tmp_path / "a.lat"
+    p.write_text("下 雨\t0:2\n下 雨\t0:1 1:2\t0 1 2\n下\t0:2\n", encoding="utf-8")
+    assert _err(L.read_lattices, str(p)) == f"{p}:3: edge 0:2 out of range (sentence has 1 characters)"
+    p.write_text("下 雨\t0:2\n雨\t0:1\n", encoding="utf-8")
+    lats = L.read_lattices(str(p))
+    assert [x.edges for x in lats] == [((0, 2),), ((0, 1),)]
+
+
+# ---------------------------------------------------------------------------------- views, packing
+def test_views_of_the_figure1_lattice():
+    lat = L.merge_tokenizations(FIG1, [PKU, CTB, MSR])
+    assert lat.n_chars == 7
+    assert lat.word(1, 3) == "雨天" and lat.word(0, 7) == FIG1
+    assert lat.words() == ["下", "下雨天", "雨天", "地", "地面", "面积", "积水", "水"]
+    assert lat.path == (0, 1, 3, 5, 7) and lat.path_words() == PKU
+    assert lat.path_edge_indices() == [0, 2, 4, 6]
+    assert lat.nodes() == [0, 1, 3, 4, 5, 6, 7]
+    chain = lat.primary_chain()
+    assert chain.chars == lat.chars and chain.edges == ((0, 1), (1, 3), (3, 5), (5, 7)) and chain.path == lat.path
+    # nodes(): v_0 is a boundary even though no edge enters it; start nodes alone are not
+    assert Lattice.create("abc", [(0, 2), (1, 3), (0, 1), (2, 3)]).nodes() == [0, 1, 2, 3]
+    assert Lattice.create("abc", [(0, 3)]).nodes() == [0, 3]
+
+
+def test_pack_and_unpack_are_inverse():
+    lat = L.merge_tokenizations(FIG1, [CTB, PKU])
+    ids = [10, 11, 12, 13, 14, 15]
+    assert lat.edges == ((0, 1), (0, 3), (1, 3), (3, 5), (5, 7))
+    packed = lat.pack(ids[:len(lat.edges)])
+    assert packed.dtype == np.int64
+    e = len(lat.edges)
+    starts, ends = zip(*lat.edges)
+    assert packed.tolist() == [7, e, *starts, *ends, *ids[:e], *lat.path_edge_indices()]
+    n, s, t, w, p = L.unpack(packed.tolist())
+    assert n == 7 and s.tolist() == list(starts) and t.tolist() == list(ends)
+    assert w.tolist() == ids[:e] and p.tolist() == lat.path_edge_indices()
+    assert s.dtype == np.int64 and type(n) is int
+
+
+# ---------------------------------------------------------------------------------- merging
+def test_tokenization_edges_skip_blank_tokens_and_name_the_mismatch():
+    chars = list("下雨天")
+    assert L.tokenization_edges(chars, ["下", " ", "雨 天"]) == [(0, 1), (1, 3)]
+    assert L.tokenization_edges(chars, ["", "下雨天"]) == [(0, 3)]
+    assert _err(L.tokenization_edges, chars, ["下", "雪天"], "t:4") == \
+        "t:4: tokenization does not match its sentence at character 2: token '雪天' vs sentence '雨天'"
+    assert _err(L.tokenization_edges, chars, ["下雨"]) == "tokenization covers 2 of the sentence's 3 characters"
+    assert _err(L.tokenization_edges, chars, ["下雨天", "地"]) == \
+        "tokenization does not match its sentence at character 4: token '地' vs sentence ''"
+
+
+def test_merge_tokenizations_keeps_shared_edges_once_and_first_path():
+    lat = L.merge_tokenizations(" 下雨天 地面积水 ", [MSR, CTB, PKU], where="m:1")
+    assert lat.edges == ((0, 1), (0, 3), (1, 3), (3, 4), (3, 5), (4, 6), (5, 7), (6, 7))
+    assert lat.path == (0, 3, 4, 6, 7)
+    assert L.merge_tokenizations("ab", [["ab"], ["ab"]]).edges == ((0, 2),)
+    assert _err(L.merge_tokenizations, "  ", [["a"]], "m:2") == "m:2: empty line"
+    assert _err(L.merge_tokenizations, "ab", [], "m:3") == "m:3: no tokenization to merge"
+    assert _err(L.merge_tokenizations, "ab", [["ab"], ["a"]], "m:4") == \
+        "m:4: tokenization covers 1 of the sentence's 2 characters"
+    chain = Lattice.chain(["我们", "的"], where="c:1")
+    assert chain.edges == ((0, 2), (2, 3)) and chain.path == (0, 2, 3)
+    assert _err(Lattice.chain, [], "c:2") == "c:2: empty line"
+
+
+# ---------------------------------------------------------------------------------- writer
+def test_atomic_write_lines(tmp_path):
+    out = tmp_path / "o.txt"
+    L.atomic_write_lines(str(out), ["a", "下雨"])
+    assert out.read_bytes() == "a\n下雨\n".encode("utf-8")
+    assert os.listdir(tmp_path) == ["o.txt"]
+
+    seen = []
+
+    def failing():
+        yield "new"
+        seen.append((out.read_text(encoding="utf-8"), sorted(os.listdir(tmp_path))))
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        L.atomic_write_lines(str(out), failing())
+    # while writing, the target still holds the old content and the new lines go to a temporary file
+    assert seen[0][0] == "a\n下雨\n" and seen[0][1] == sorted(["o.txt", f"o.txt.tmp{os.getpid()}"])
+    assert out.read_text(encoding="utf-8") == "a\n下雨\n" and os.listdir(tmp_path) == ["o.txt"]
+
+
+# ---------------------------------------------------------------------------------- segmenters, workers
+def test_segmenter_registry_and_builder_validation():
+    assert sorted(L.SEGMENTERS) == ["char", "jieba", "snownlp", "thulac"]
+    assert L.load_segmenter("char")(" 下 雨 ") == ["下", "雨"]
+    assert _err(L.load_segmenter, "nosuch") == \
+        "unknown segmenter 'nosuch' (choose from char, jieba, snownlp, thulac)"
+    assert _err(L.LatticeBuilder, []) == "no segmenter given"
+    # an unknown name fails before any (slow) model is loaded
+    assert _err(L.LatticeBuilder, ["jieba", "nosuch"]) == \
+        "unknown segmenter 'nosuch' (choose from char, jieba, snownlp, thulac)"
+
+
+def test_builder_with_custom_segmenters(monkeypatch):
+    monkeypatch.setitem(L.SEGMENTERS, "halves", lambda: (lambda s: [s[:2], s[2:]]))
+    b = L.LatticeBuilder(["halves", "char"])
+    assert b.names == ["halves", "char"]
+    assert b.tokenize("下雨天\r\n") == [["下雨", "天"], ["下", "雨", "天"]]
+    lat = b("下雨天\n", "s:1")
+    assert lat.edges == ((0, 1), (0, 2), (1, 2), (2, 3)) and lat.path == (0, 2, 3)
+    assert _err(b.tokenize, " \r\n", "s:2") == "s:2: empty line"
+    assert _err(b, "  ", "s:3") == "s:3: empty line"
+
+
+def test_build_and_merge_items():
+    L.init_builder_worker(["char"])
+    assert L.build_item(("r:1", "下雨\n")) == (True, "下 雨\t0:1 1:2\t0 1 2")
+    assert L.build_item(("r:2", "  ")) == (False, "r:2: empty line")
+
+    named = [("a.ctb", ["下雨", "天"]), ("a.pku", ["下", "雨天"])]
+    assert L.merge_item((1, "raw:1", None, named)) == (True, "下 雨 天\t0:1 0:2 1:3 2:3\t0 2 3")
+    assert L.merge_item((1, "raw:1", "下雨天", named)) == (True, "下 雨 天\t0:1 0:2 1:3 2:3\t0 2 3")
+    assert L.merge_item((2, "raw:2", " ", named)) == (False, "raw:2: empty line")
+    assert L.merge_item((3, "raw:3", "下雨天", [named[0], ("a.pku", [])])) == (False, "a.pku:3: empty line")
+    assert L.merge_item((4, "raw:4", "下雨天", [named[0], ("a.pku", ["下", "雪天"])])) == (
+        False, "a.pku:4: tokenization does not match its sentence at character 2: token '雪天' vs sentence '雨天'")
+    assert L.merge_item((5, "raw:5", "下雨地", named)) == (
+        False, "a.ctb:5: tokenization does not match its sentence at character 3: token '天' vs sentence '地'")
+    assert L.merge_item((6, "raw:6", "下雨", [("a.ctb", ["下雨"])])) == (True, "下 雨\t0:2\t0 2")
+
+
+def _double(x):
+    return True, str(2 * x)
+
+
+def _fail_on_odd(x):
+    return (x % 2 == 0), f"bad {x}"
+
+
+_INIT = []
+
+
+def _init(*args):
+    _INIT.append(args)
+
+
+def test_parallel_map_order_errors_and_initializer(capsys):
+    assert L.parallel_map(_double, [3, 1, 2]) == ["6", "2", "4"]
+    _INIT.clear()
+    assert L.parallel_map(_double, [5], 1, _init, ("a", 1)) == ["10"]
+    assert _INIT == [("a", 1)]
+    assert _err(L.parallel_map, _fail_on_odd, [2, 4, 5, 7]) == "bad 5"
+    assert L.parallel_map(_double, list(range(70)), workers=2) == [str(2 * x) for x in range(70)]
+    assert _err(L.parallel_map, _fail_on_odd, [2, 4, 5, 7], 2) == "bad 5"
+    assert capsys.readouterr().err == ""  # fewer than 1000 items: no progress bar
+
+
+def test_parallel_map_progress_bar_from_1000_items(capsys):
+    assert L.parallel_map(_double, list(range(999))) == [str(2 * x) for x in range(999)]
+    assert capsys.readouterr().err == ""
+    assert L.parallel_map(_double, list(range(1000)))[-1] == "1998"
+    err = capsys.readouterr().err
+    assert "lattices: 100%" in err and "1000/1000" in err and "sent/s" in err
