@@ -352,3 +352,20 @@ def test_beta_with_several_final_locations_equals_reference(L_beta, beta):
         for b in range(2):
             torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
                                        msg=lambda m: f"T={T}: {m}")
+
+
+def test_chain_computes_its_own_weights_when_not_given():
+    """``chain(terms, slot)`` slices the location-0 weights itself; the βCNN outputs equal the
+    explicit windows' (slot at location 0)."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(7, E, [(3, 4, 0), (2, 3, 0)], E, init_range=0.4).double()
+    seq = torch.randn(2, 12, E, dtype=torch.float64)
+    R = 12 - 7 + 1
+    slot = torch.randn(R * 2, E, dtype=torch.float64)  # rows r*B + b
+    terms = stack.chain_terms(stack.shared_streams(seq), R)
+    got = stack.chain(terms, slot)
+    torch.testing.assert_close(got, stack.chain(terms, slot, stack.chain_weights()), rtol=0, atol=0)
+    windows = seq.unfold(1, 7, 1).transpose(2, 3).clone()  # (B, R, 7, E)
+    windows[:, :, 0] = slot.view(R, 2, E).transpose(0, 1)
+    expected = stack.forward_windows(windows.reshape(-1, 7, E)).view(2, R, E).transpose(0, 1).reshape(R * 2, E)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
