@@ -369,3 +369,22 @@ def test_chain_computes_its_own_weights_when_not_given():
     windows[:, :, 0] = slot.view(R, 2, E).transpose(0, 1)
     expected = stack.forward_windows(windows.reshape(-1, 7, E)).view(2, R, E).transpose(0, 1).reshape(R * 2, E)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_beta_with_time_arrow_maps_equals_reference():
+    """A βCNN with TIME-ARROW maps is no location-0 chain: its recursion runs block by block
+    through the per-window path, and equals the literal recursion."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 5, [(2, 3, 2), (2, 2, 1)], 6, L_beta=5, beta_layers=[(2, 2, 2), (2, 2, 1)],
+                      init_range=0.4).double()
+    assert not body.beta.is_chain
+    g = torch.Generator().manual_seed(6)
+    for T in (6, 10, 5 + 2 * 5 + 1):
+        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        nonpad[1, :2] = False
+        emb[1, :2] = 0
+        out, _ = body(emb, nonpad)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
+                                       msg=lambda m: f"T={T}: {m}")
