@@ -3,6 +3,7 @@ systems, one epoch): the results.json of each system against independent recompu
 checkpoint's parameters and updates, sacrebleu on the written hypotheses), the resume skip, the
 one-line errors, and docs/results.md generated from the published JSON."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -35,14 +36,15 @@ def smoke(tmp_path_factory, shared_data):
 def test_unknown_family_is_one_line(tmp_path):
     p = run("mc_rnnn", "--out", tmp_path, check=False)
     assert p.returncode != 0
-    assert p.stderr.strip() == "reproduce.py: error: unknown family 'mc_rnnn'; implemented: gencnn, mc_rnn, parallel_cells"
+    assert p.stderr.strip() == ("reproduce.py: error: unknown family 'mc_rnnn'; implemented: dpn_s2s, gencnn, mc_rnn, "
+                                "parallel_cells")
     assert "Traceback" not in p.stderr and not (tmp_path / "mc_rnnn").exists()
 
 
 def test_planned_family_and_bad_system_are_one_line(tmp_path):
-    p = run("dpn_s2s", "--out", tmp_path, check=False)
+    p = run("lattice", "--out", tmp_path, check=False)
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
-    assert "family 'dpn_s2s'" in p.stderr and "not implemented yet" in p.stderr
+    assert "family 'lattice'" in p.stderr and "not implemented yet" in p.stderr
     p = run("mc_rnn", "--out", tmp_path, "--systems", "mc_rnn_9", check=False)
     assert p.stderr.strip() == ("reproduce.py: error: --systems: family 'mc_rnn' has no system 'mc_rnn_9' "
                                 "(it has mc_rnn_3, baseline, baseline_large)")
@@ -147,3 +149,71 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
         assert r["test"]["ppl"] == pytest.approx(2 ** r["test"]["loss_bits"], rel=1e-3)
         assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "wide1") and r["test"]["ci95"] > 0
     assert not (fam / "wide5-s1").exists()
+
+
+def _teacher_forced_entropies(ckpt, bin_dir):
+    """Table 5 recomputed from the model's alignments: per target token -sum_i a_i ln a_i over the
+    source, mean over the sentence's target tokens, mean over sentences; last decoder layer."""
+    import torch
+    from fairseq import checkpoint_utils, utils
+
+    import fairseq_local  # noqa: F401
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(ckpt)], arg_overrides={"data": str(bin_dir)})
+    model = models[0].eval()
+    task.load_dataset("test")
+    pad = task.target_dictionary.pad()
+    per_flow = {}
+    with torch.no_grad():
+        for i in range(len(task.dataset("test"))):  # one sentence at a time: no padding anywhere
+            sample = task.dataset("test").collater([task.dataset("test")[i]])
+            _, extra = model(**sample["net_input"], return_all_attn=True)
+            assert sample["net_input"]["prev_output_tokens"].ne(pad).all()
+            for flow, layers in extra["flows"].items():
+                a = layers[-1][0].double()  # T x S
+                ent = [-sum(float(x) * math.log(float(x)) for x in row if x > 0) for row in a]
+                per_flow.setdefault(flow, []).append(sum(ent) / len(ent))
+    return {f: sum(v) / len(v) for f, v in per_flow.items()}
+
+
+def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data):
+    """dpn_s2s: M9 alone (the reference row, so --systems m9 trains nothing else) for one epoch; its
+    results.json carries Table 5's four alignment entropies, equal to a recomputation from the
+    checkpoint; the dry run then lists M9, M1 and M5 with parameter counts (M9's = the checkpoint's)."""
+    import torch
+
+    run("dpn_s2s", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
+        "--width", "16", "--max-epoch", "1", "--systems", "m9")
+    fam = tmp_path / "dpn_s2s"
+    assert sorted(p.name for p in fam.glob("*-s1")) == ["m9-s1"]
+    r = json.loads((fam / "m9-s1" / "results.json").read_text())
+    assert (r["arch"], r["label"]) == ("dpn_s2s_m9", "M9 (DPN-S2S)")
+    assert r["options"] == ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-conv-dim", "16",
+                            "--decoder-conv-dim", "16", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]
+    ckpt = fam / "m9-s1" / "checkpoints" / "checkpoint_best.pt"
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    cfg_model = state["cfg"]["model"]
+    assert (cfg_model["encoder_paths"], cfg_model["decoder_paths"]) == ("cnn,san", "cnn,san")
+    assert cfg_model["dropout"] == 0.1  # the paper's IWSLT14 dropout
+    unique = {v.data_ptr(): v.numel() for v in state["model"].values()}  # tied embeddings, shared attention: once
+    assert r["params"] == sum(unique.values()) < sum(v.numel() for v in state["model"].values())
+    e = r["alignment_entropy"]
+    assert (e["layer"], e["subset"], e["sentences"]) == ("last", "test", 24)
+    assert set(e["entropy"]) == {"cc", "ca", "ac", "aa"}
+    ref = _teacher_forced_entropies(ckpt, fam / "data" / "bin")
+    for flow, value in ref.items():
+        assert e["entropy"][flow] == pytest.approx(value, rel=1e-6), flow
+    comparison = json.loads((fam / "comparison.json").read_text())
+    assert comparison["paper_reference"]["alignment_entropy"] == {"cc": 2.208, "ac": 1.406, "ca": 1.886, "aa": 1.377}
+
+    p = run("dpn_s2s", "--out", tmp_path, "--width", "16", "--dry-run")
+    lines = p.stdout.splitlines()
+    for name, arch in (("m9", "dpn_s2s_m9"), ("m1", "dpn_s2s_m1"), ("m5", "dpn_s2s_m5")):
+        line = next(x for x in lines if f"dpn_s2s/{name}: {arch} " in x)
+        count = int(line.split("-> ")[1].split(" parameters")[0].replace(",", ""))
+        if name == "m9":
+            assert count == r["params"]
+        else:
+            assert 0 < count < r["params"]  # one path per side: fewer parameters than M9 at the same widths
+        assert any(f"--arch {arch} " in x and "--optimizer adam" in x for x in lines)
+    assert not (fam / "m1-s1").exists() and not (fam / "m5-s1").exists()  # a dry run trains nothing

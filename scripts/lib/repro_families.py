@@ -19,6 +19,10 @@ from typing import Dict, List, Optional, Tuple
 SEQ2SEQ_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}",
                   "--encoder-hidden-size", "{h}", "--decoder-hidden-size", "{h}")
 RNN_LM_WIDTHS = ("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}")
+# DPN-S2S (and its one-path ablations): embeddings, CNN layers and SAN hidden size all {w}, SAN
+# filter size {f} = 4 {w} (the paper's 256 / 1024).
+DPN_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}", "--encoder-conv-dim", "{w}",
+              "--decoder-conv-dim", "{w}", "--encoder-ffn-embed-dim", "{f}", "--decoder-ffn-embed-dim", "{f}")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class System:
     baseline: bool = False
     size_match: Optional[str] = None  # name of the system whose parameter count this one matches
     widths: Tuple[str, ...] = SEQ2SEQ_WIDTHS  # width option templates at --scale cpu (() = the arch's own)
+    alignment_entropy: bool = False  # DPN-S2S: Table 5's alignment entropies of its best checkpoint on the test set
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class Family:
     scales: Dict[str, Scale] = field(default_factory=dict)
     data_cpu: str = ""             # description of the data at --scale cpu
     data_paper: str = ""
+    bpe_paper: int = 25000         # --scale paper: IWSLT14's joint BPE size (translation families)
+    reference: Dict[str, Dict[str, float]] = field(default_factory=dict)  # the paper's figures, shown beside ours
 
     @property
     def baseline(self) -> System:
@@ -161,9 +168,46 @@ FAMILIES["gencnn"] = Family(
     data_paper=PTB,
 )
 
-# Families of issue #17 that the harness does not run yet: one clear line instead of a traceback.
+# DPN-S2S (Song et al., COLING 2018), Table 4's M9 against its one-path ablations M1 and M5, as
+# configs/dpn_s2s/table4_m{9,1,5}.yaml: the registered archs dpn_s2s_m9/m1/m5 (IWSLT14 sizes: 4 GLU
+# convolutions of 256, kernel 3; 2 SAN layers 256/1024, 4 heads; 256-d embeddings; tied output
+# embeddings; dropout 0.1).  M9 is the reference row: M1 and M5 are each compared against it.
+DPN_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0), learning rate halved on a dev plateau, for every system, instead of the "
+                     "paper's NAG (lr 0.25, momentum 0.99, clip 0.1) shrunk by 10 on a dev plateau")
+FAMILIES["dpn_s2s"] = Family(
+    name="dpn_s2s",
+    kind="translation",
+    paper="Song et al., COLING 2018, Double path networks for sequence to sequence learning (DPN-S2S), Tables 4 and 5",
+    claim="M9 (CNN and SAN paths in encoder and decoder) beats M1 (CNN paths only: 30.38 vs 31.99 BLEU on IWSLT14 "
+          "De-En, Table 4) and M5 (SAN paths only: 30.63); Table 5: the decoder's alignments to the CNN encoder path "
+          "have a higher entropy than those to the SAN encoder path.  M9 is the reference row (p-values of M1 and M5 "
+          "are against M9)",
+    systems=(
+        System("m9", "M9 (DPN-S2S)", "dpn_s2s_m9", baseline=True, widths=DPN_WIDTHS, alignment_entropy=True),
+        System("m1", "M1 (CNN only)", "dpn_s2s_m1", widths=DPN_WIDTHS),
+        System("m5", "M5 (SAN only)", "dpn_s2s_m5", widths=DPN_WIDTHS),
+    ),
+    scales={
+        "cpu": Scale(width=128, max_tokens=4000, patience=2, max_epoch=30, dropout=0.1,
+                     notes="widths 256 -> 128 for every system (embeddings, CNN layers, SAN hidden size; SAN filter "
+                           "1024 -> 512), depths, kernels, heads and the rest of the Table 4 configuration unchanged; "
+                           "timed on 5 updates of the full 28,000 pairs (123 updates per epoch) at one thread: M9 "
+                           "1.5 CPU-s per update (3.4 at width 256), M1 0.9, M5 1.0, i.e. about 3 min per epoch for M9 "
+                           "and about an hour for the ~20 epochs it takes to converge; " + DPN_SCHEDULE_NOTE
+                           + "; early-stopping patience 2 validations (5 at --scale paper), max-epoch cap 30"),
+        "paper": Scale(width=None, max_tokens=4000, patience=5, max_epoch=100, dropout=0.1,
+                       notes=DPN_SCHEDULE_NOTE + "; early-stopping patience 5, max-epoch cap 100"),
+    },
+    data_cpu=MULTI30K_CPU,
+    data_paper="IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh: Moses-tokenized, lowercased, joint "
+               "subword-nmt BPE 10000; its valid = dev, its test = test)",
+    bpe_paper=10000,
+    # Table 5: alignment entropy per (decoder path, encoder path), c = CNN, a = SAN
+    reference={"alignment_entropy": {"cc": 2.208, "ac": 1.406, "ca": 1.886, "aa": 1.377}},
+)
+
+# Families the harness does not run yet: one clear line instead of a traceback.
 PLANNED = {
-    "dpn_s2s": "DPN-S2S (M9 vs M1 vs M5)",
     "lattice": "Lattice (DWL/SWL gating vs word- and character-level)",
 }
 

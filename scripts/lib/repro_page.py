@@ -135,6 +135,31 @@ def load_family(folder: str) -> dict:
     return comparison
 
 
+def entropy_tables(comparison: dict) -> List[str]:
+    """DPN-S2S Table 5: the alignment entropy of each decoder path (columns) to each encoder path
+    (rows) for every run that measured it, beside the paper's figures when the comparison has them."""
+    runs = [r for r in comparison["systems"] if r.get("alignment_entropy")]
+    if not runs:
+        return []
+    paper = comparison.get("paper_reference", {}).get("alignment_entropy")
+    lines = []
+    for r in runs:
+        e = r["alignment_entropy"]
+        cell = lambda m, f: f"{m[f]:.3f}" if f in m else "–"  # noqa: E731
+        lines += [f"Alignment entropy of {r['label']}, seed {r['seed']}, {e['subset']} set, {e['sentences']} "
+                  f"sentences, {e['layer']} decoder layer (nats; rows: encoder path, columns: decoder path"
+                  + ("; the paper's Table 5 in brackets" if paper else "") + "):", "",
+                  "| encoder \\ decoder | CNN | SAN |", "|---|---|---|"]
+        for enc, name in (("c", "CNN"), ("a", "SAN")):
+            cells = []
+            for dec in "ca":
+                ours = cell(e["entropy"], dec + enc)
+                cells.append(ours + (f" ({paper[dec + enc]:.3f})" if paper and dec + enc in paper else ""))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List[str]:
     sigs = sorted({r["test"].get("signature") or r["test"].get("label", "") for r in comparison["systems"]})
     capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
@@ -149,7 +174,7 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List
               + "; ".join(f"`{s}`" for s in sigs) + ".", ""]
     lines.append("Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
                                              "none (every run ended by early stopping or the learning-rate floor)."))
-    lines += [""] + equal_budget_tables(comparison)
+    lines += [""] + equal_budget_tables(comparison) + entropy_tables(comparison)
     lines += [f"![dev loss vs updates and wall time]({folder_rel}/curves.png)", ""]
     if verdict:
         lines += ["**Verdict.** " + verdict.strip(), ""]

@@ -13,6 +13,7 @@ A system with a ``results.json`` is finished and skipped; an interrupted one res
 fairseq's ``checkpoint_last.pt``; one whose training ended (``train_done.json``) goes straight to
 evaluation.
 """
+import dataclasses
 import json
 import os
 import re
@@ -209,7 +210,8 @@ def prepare_translation_paper(family: Family, out: str, iwslt_tgz: Optional[str]
     if os.path.isfile(marker):
         return Data(**read_json(marker)["data"])
     os.makedirs(ddir, exist_ok=True)
-    cmd = ["bash", os.path.join(REPO, "scripts", "recipes", "prepare_iwslt14.sh"), "--out", ddir, "--bpe-size", "25000"]
+    cmd = ["bash", os.path.join(REPO, "scripts", "recipes", "prepare_iwslt14.sh"), "--out", ddir, "--bpe-size",
+           str(family.bpe_paper)]
     if iwslt_tgz:
         cmd += ["--tgz", iwslt_tgz]
     log = os.path.join(ddir, "prepare.log")
@@ -279,12 +281,13 @@ def prepare_lm_paper(family: Family, out: str) -> Data:
 
 # ---- widths and parameter counts -----------------------------------------------------------------
 def width_options(system: System, width: Optional[int], hidden: Optional[int] = None) -> List[str]:
-    """The system's width templates filled in with the common width ``width`` and the hidden
-    width ``hidden`` (default: ``width``); none when the scale keeps the architectures' widths."""
+    """The system's width templates filled in with the common width ``width``, the hidden width
+    ``hidden`` (default: ``width``) and the filter width ``4 * width`` ({f}); none when the scale
+    keeps the architectures' widths."""
     if width is None:
         return []
     h = width if hidden is None else hidden
-    return [t.format(w=width, h=h) for t in system.widths]
+    return [t.format(w=width, h=h, f=4 * width) for t in system.widths]
 
 
 def _value(text: str):
@@ -309,6 +312,12 @@ def count_params(system: System, options: List[str], data: Data) -> int:
     for key, value in zip(options[::2], options[1::2]):
         setattr(args, key.lstrip("-").replace("-", "_"), _value(value))
     ARCH_CONFIG_REGISTRY[system.arch](args)
+    config = getattr(ARCH_MODEL_REGISTRY[system.arch], "__dataclass", None)
+    if config is not None:  # what the arch leaves unset takes its config's default, as in fairseq-train
+        for f in dataclasses.fields(config):
+            if not hasattr(args, f.name) and f.default is not dataclasses.MISSING and not (
+                    isinstance(f.default, str) and f.default.startswith("${")):  # not an interpolation
+                setattr(args, f.name, f.default)
     if data.src:
         src = Dictionary.load(os.path.join(data.bin, f"dict.{data.src}.txt"))
         tgt = Dictionary.load(os.path.join(data.bin, f"dict.{data.tgt}.txt"))
@@ -530,6 +539,33 @@ def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test",
             "nll": os.path.join(out_dir, "sentence_nll.json")}
 
 
+def alignment_entropy(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test") -> dict:
+    """Table 5 of the DPN-S2S paper: scripts/analysis/dpn_alignment_entropy.py on ``subset`` with
+    teacher forcing on the references (the last decoder layer's alignments; per target token
+    -sum_i a_i log a_i, averaged over the sentence's tokens, then over sentences).  Returns the
+    tool's JSON: the mean entropy per flow (``cc``, ``ca``, ``ac``, ``aa``: decoder path, encoder
+    path; c = CNN, a = SAN), the layer, the subset and the number of sentences."""
+    os.makedirs(out_dir, exist_ok=True)
+    log = os.path.join(out_dir, "alignment_entropy.log")
+    out_json = os.path.join(out_dir, "alignment_entropy.json")
+    for stale in (log, out_json):
+        if os.path.exists(stale):
+            os.remove(stale)
+    cmd = [sys.executable, os.path.join(REPO, "scripts", "analysis", "dpn_alignment_entropy.py"), data.bin,
+           "--path", ckpt, "--user-dir", USER_DIR, "--gen-subset", subset, "--source-lang", data.src,
+           "--target-lang", data.tgt, "--layer", "last", "--json", out_json]
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            cmd.append("--cpu")
+    except ImportError:
+        cmd.append("--cpu")
+    if run_logged(cmd, log) != 0 or not os.path.isfile(out_json):
+        raise ReproError(f"{tag}: alignment entropy failed: {tail(log)} (full log: {log})")
+    return read_json(out_json)
+
+
 def keep_vocabulary(data: Data, ckpt_dir: str):
     """The BPE codes and dictionaries beside the checkpoint, so that it can be used on its own."""
     if not data.src:
@@ -573,6 +609,10 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         say(f"{tag}: translating the test set (beam 5)")
         test = translate_and_score(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"),
                                    os.path.join(sdir, "test"), "test", data.test_ref)
+    entropy = None
+    if system.alignment_entropy:
+        say(f"{tag}: alignment entropies on the test set (scripts/analysis/dpn_alignment_entropy.py)")
+        entropy = alignment_entropy(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
     curve = read_curve(os.path.join(sdir, "curve.jsonl"))
     best = min(curve, key=lambda p: p["dev_loss"])
     results = {
@@ -588,6 +628,8 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         "data": data.description, "curve": curve, "command": ctx["command"],
         "threads": 1, "device": "cpu" if ctx["cpu"] else "cuda",
     }
+    if entropy is not None:
+        results["alignment_entropy"] = entropy
     write_json(res_path, results)
     score = f"perplexity {test['ppl']:.2f}" if family.kind == "lm" else f"BLEU {test['bleu']:.2f}"
     say(f"{tag}: test {score} ({done['epochs']} epochs, {done['updates']} updates, "
@@ -696,6 +738,8 @@ def compare(ctx: dict, results: List[dict]) -> dict:
     comparison = {"family": family.name, "kind": family.kind, "paper": family.paper, "claim": family.claim,
                   "baseline": base, "system_order": [s.name for s in family.systems], "scale": ctx["scale_name"], "data": ctx["data"].description,
                   "scale_notes": ctx["scale"].notes, "command": ctx["command"], "systems": results}
+    if family.reference:
+        comparison["paper_reference"] = family.reference
     write_json(os.path.join(out, "comparison.json"), comparison)
     return comparison
 
