@@ -129,6 +129,13 @@ def test_constructor_defaults_and_errors():
         assert g.variant == "dwl" and g.composition == "gating" and g.hidden_size == 8
         w = torch.cat([p.detach().flatten() for p in g.parameters()])
         assert w.abs().max() <= 0.1 and w.abs().max() > 0.09
+    # the Eq. 10 input gate exists for SWL with gating only; init_scale reaches both directions
+    assert LatticeGRU(6, 8, "swl", "gating").gate_x.weight.shape == (1, 6)
+    assert LatticeGRU(6, 8, "swl", "pooling").gate_x is None and LatticeGRU(6, 8, "dwl", "gating").gate_x is None
+    big = BiLatticeGRU(6, 8, "swl", "gating", init_scale=0.5)
+    for g in (big.forward_gru, big.backward_gru):
+        w = torch.cat([p.detach().flatten() for p in g.parameters()])
+        assert 0.4 < w.abs().max() <= 0.5
     with pytest.raises(ValueError) as e:
         LatticeGRU(3, 3, "deep", "gating")
     assert str(e.value) == "--lattice-variant must be one of swl, dwl (got 'deep')"
