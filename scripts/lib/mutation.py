@@ -53,7 +53,7 @@ MODULES: Dict[str, Module] = {
         "MC-RNN layer: Eq. 1-6, DropConnect"),
     "parallel_cells": Module(
         {"fairseq_local/modules/parallel_cell_rnn.py": ALL},
-        ["tests/test_parallel_cell_rnn.py"],
+        ["tests/test_parallel_cell_rnn_mutants.py", "tests/test_parallel_cell_rnn.py"],
         "parallel-cell LSTM layer"),
     "stateful_lm": Module(
         {"fairseq_local/tasks/stateful_language_modeling.py": ALL,
