@@ -1,6 +1,7 @@
 """scripts/mutation.sh: the equivalents list, the module table, and one module's mutation run in CI
 (the lattice composition and GRU cell: max pooling / Eq. 21 and Eq. 12-15), whose kill rate must
 stay at or above 90% of the non-equivalent mutants."""
+import configparser
 import json
 import os
 import subprocess
@@ -25,6 +26,20 @@ def test_every_module_names_existing_files_and_tests():
         prefixes = tuple(mutation.module_name(path) + "." for path in module.files)
         for glob in mutation.mutant_globs(module):
             assert glob.startswith(prefixes) and glob.endswith("__mutmut_*"), glob
+
+
+def test_deselected_tests_exist_and_reach_mutmut(tmp_path):
+    for name, module in mutation.MODULES.items():
+        for test in module.deselect:
+            path, _, func = test.partition("::")
+            assert path in module.tests, f"{name}: {test} is not in one of the module's test files"
+            assert f"def {func}(" in (REPO / path).read_text(encoding="utf-8"), f"{name}: no test {test}"
+    mutation.write_config(tmp_path, mutation.MODULES["gencnn"])
+    cfg = configparser.ConfigParser()
+    cfg.read(tmp_path / "setup.cfg", encoding="utf-8")
+    args = cfg.get("mutmut", "pytest_add_cli_args_test_selection").split()
+    assert args == list(mutation.MODULES["gencnn"].tests) + [
+        "--deselect", "tests/test_gencnn.py::test_eval_lm_every_sentence_length"]
 
 
 def test_mutant_names_map_back_to_file_and_function():
