@@ -33,6 +33,21 @@ def test_activations_follow_their_formulas():
                               "(choose from ['linear', 'relu', 'sigmoid', 'tanh'])")
 
 
+def _assert_body_equals_reference(body, lengths, seed):
+    """Whole-sentence forward of ``body`` = the literal recursion, for two sentences of each length
+    (the second with two leading pads)."""
+    g = torch.Generator().manual_seed(seed)
+    for T in lengths:
+        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
+        nonpad = torch.ones(2, T, dtype=torch.bool)
+        nonpad[1, :2] = False
+        emb[1, :2] = 0
+        out, _ = body(emb, nonpad)
+        for b in range(2):
+            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
+                                       msg=lambda m: f"T={T}: {m}")
+
+
 def test_stack_uses_the_activations_it_is_given():
     """activation (Eq. 3-4) and out_activation (the FC layer) as named, against the plain reference
     with the activations written out."""
@@ -342,16 +357,7 @@ def test_beta_with_several_final_locations_equals_reference(L_beta, beta):
     torch.manual_seed(0)
     body = GenCNNBody(E, 5, [(2, 3, 2), (2, 2, 1)], 6, L_beta=L_beta, beta_layers=beta, init_range=0.4).double()
     assert body.beta.is_chain and body.beta.shapes[-1].n_out >= 2
-    g = torch.Generator().manual_seed(5)
-    for T in (7, 5 + L_beta, 5 + 2 * L_beta + 3):
-        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
-        nonpad = torch.ones(2, T, dtype=torch.bool)
-        nonpad[1, :2] = False
-        emb[1, :2] = 0
-        out, _ = body(emb, nonpad)
-        for b in range(2):
-            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
-                                       msg=lambda m: f"T={T}: {m}")
+    _assert_body_equals_reference(body, (7, 5 + L_beta, 5 + 2 * L_beta + 3), seed=5)
 
 
 def test_chain_computes_its_own_weights_when_not_given():
@@ -378,13 +384,4 @@ def test_beta_with_time_arrow_maps_equals_reference():
     body = GenCNNBody(E, 5, [(2, 3, 2), (2, 2, 1)], 6, L_beta=5, beta_layers=[(2, 2, 2), (2, 2, 1)],
                       init_range=0.4).double()
     assert not body.beta.is_chain
-    g = torch.Generator().manual_seed(6)
-    for T in (6, 10, 5 + 2 * 5 + 1):
-        emb = torch.randn(2, T, E, dtype=torch.float64, generator=g)
-        nonpad = torch.ones(2, T, dtype=torch.bool)
-        nonpad[1, :2] = False
-        emb[1, :2] = 0
-        out, _ = body(emb, nonpad)
-        for b in range(2):
-            torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12,
-                                       msg=lambda m: f"T={T}: {m}")
+    _assert_body_equals_reference(body, (6, 10, 5 + 2 * 5 + 1), seed=6)
