@@ -384,7 +384,8 @@ def main(argv=None):
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"args": vars(args), "rows": rows, "scaling": scaling, **ratio}, f, indent=2)
+            json.dump({"args": vars(args), "torch_threads": torch.get_num_threads(), "rows": rows,
+                       "scaling": scaling, **ratio}, f, indent=2)
         os.replace(tmp, args.json)
     report(args, rows, scaling, ratio)
 

@@ -7,13 +7,16 @@ and the result tables the pages quote from docs/results/.
     python scripts/docs_speed_table.py --write             # refresh the tables embedded in docs/*.md
     python scripts/docs_speed_table.py --check             # exit 1 if an embedded table differs
 
-Sources: every ``docs/results/*/bench.json`` written by ``scripts/gpu/run_all.sh`` (a list of
+Sources: every ``docs/results/*/bench.json`` written by ``scripts/gpu/run_all.py`` (a list of
 ``scripts/bench.py --json`` results with the command that produced each), described by the
-``check.json`` next to it (device name, torch and fairseq versions). A page embeds its family's
-tables between ``<!-- speed-table:begin FAMILY -->`` and ``<!-- table:end -->``; the text in
-between is this script's output and is rewritten by ``--write``. A family without CPU results
-says so: its CPU multiply-add ceilings stay in the page's own text. Result tables are embedded the
-same way between ``<!-- results-table:begin NAME -->`` and ``<!-- table:end -->``.
+``check.json`` next to it (device name, torch and fairseq versions; for a CPU run also the
+processor, the run_all command and the load average around each comparison). A CPU table also
+gives each comparison's multiply-add ceiling (``ceiling`` / ``gen_ceiling`` of run_all's ENTRIES,
+the numbers the page's text counts) and the measured ratio as a percentage of it. A page embeds its
+family's tables between ``<!-- speed-table:begin FAMILY -->`` and ``<!-- table:end -->``; the text
+in between is this script's output and is rewritten by ``--write``. A family without CPU results
+says so. Result tables are embedded the same way between ``<!-- results-table:begin NAME -->`` and
+``<!-- table:end -->``.
 """
 import argparse
 import difflib
@@ -26,6 +29,9 @@ import sys
 from typing import Dict, List, Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "scripts", "gpu"))
+import run_all  # noqa: E402  (the comparisons and their multiply-add ceilings)
+
 FAMILIES = {"mc_rnn": "docs/mc_rnn.md", "parallel_cells": "docs/parallel_cells.md", "lattice": "docs/lattice.md",
             "gencnn": "docs/gencnn.md", "dpn_s2s": "docs/dpn_s2s.md"}
 BEGIN = "<!-- speed-table:begin {} -->"
@@ -51,8 +57,13 @@ def _sources() -> List[dict]:
 
 def _machine(source) -> str:
     check, device = source["check"], source["bench"].get("device", "?")
-    name = check.get("cuda_device") or ("CPU" if device == "cpu" else device)
+    name = check.get("cuda_device") or check.get("cpu_model") or ("CPU" if device == "cpu" else device)
+    if check.get("cpu_capability"):
+        name += f" ({check['cpu_capability']} kernels)"
     parts = [name]
+    threads = sorted({e["torch_threads"] for e in check.get("entries", []) if e.get("torch_threads")})
+    if threads:
+        parts.append(f"{'/'.join(map(str, threads))} torch thread{'s' if threads != [1] else ''}")
     if check.get("torch"):
         parts.append(f"torch {check['torch']}")
     if check.get("fairseq"):
@@ -112,6 +123,45 @@ def _row(entry) -> Dict[str, object]:
     }
 
 
+def _ceilings(name: str):
+    entry = next((e for e in run_all.ENTRIES if e["name"] == name), {})
+    return entry.get("ceiling"), entry.get("gen_ceiling")
+
+
+def _of_ceiling(r, ceiling: Optional[float]) -> str:
+    if ceiling is None:
+        return "–"
+    return (f"**{100 * r['train_ratio'] / ceiling:.0f} %** ({100 * r['train_ratio_min'] / ceiling:.0f}–"
+            f"{100 * r['train_ratio_max'] / ceiling:.0f} %)")
+
+
+def _conditions(source) -> List[str]:
+    """The CPU run's command and what the machine was doing (check.json)."""
+    check = source["check"]
+    folder = os.path.dirname(source["path"])
+    lines = []
+    if check.get("command"):
+        lines += [f"Measured with one command, in fp32 on one thread (`{folder}/check.json` describes the machine "
+                  "and the run):", "", "<!-- doc-test: parse (a benchmark: twenty minutes of CPU) -->", "```bash",
+                  _wrap(check["command"]), "```", ""]
+    done = [e for e in check.get("entries", []) if e.get("status") == "ok"]
+    if done:
+        loads = [x for e in done for x in (e["load_1min_before"], e["load_1min_after"])]
+        shares = [e["cpu_seconds"] / e["wall_seconds"] for e in done if e.get("wall_seconds")]
+        text = (f"While the comparisons ran, the 1-minute load average (before and after each) was "
+                f"{min(loads):.2f}–{max(loads):.2f} on {check.get('logical_cpus', '?')} logical CPUs, and each "
+                f"benchmark process got {min(shares):.2f}–{max(shares):.2f} of a core (its CPU seconds over its "
+                "wall seconds).")
+        if check.get("note"):
+            text += f" {check['note'].rstrip('.')}."
+        lines += [text, ""]
+    lines += ["The ceiling is the baseline's forward multiply-adds per token over ours, as the text below counts "
+              'them: the ratio A/B of two compute-bound models that run their arithmetic equally fast. "% of '
+              'ceiling" is the measured ratio over it (median, with the range of the rounds); above 100 % ours '
+              "runs its arithmetic faster than the baseline.", ""]
+    return lines
+
+
 def render(family: str) -> str:
     """The markdown of one family's speed section body (between the markers)."""
     lines: List[str] = []
@@ -130,17 +180,32 @@ def render(family: str) -> str:
         if source["gpu"]:
             lines += ["The commands ran on the GPU box as `bash scripts/gpu/run_all.sh OUT --part bench` runs them "
                       "([gpu.md](gpu.md)); `gpu_kit/data/` is made by `bash scripts/gpu/prepare_data.sh`.", ""]
+        else:
+            lines += _conditions(source)
         for name in names:
             group = [e for e in entries if e["name"] == name]
             first = group[0]
             a, b = (row["arch"] for row in first["result"]["rows"])
             lines += [f"`{name}`: `{a}` (A) vs `{b}` (B)", ""]
-            lines += ["| dtype | params A / B | train tok/s A / B | train A/B | beam-5 sent/s A / B | gen A/B "
-                      "| peak MiB A / B |", "|---|---|---|---|---|---|---|"]
+            if source["gpu"]:
+                lines += ["| dtype | params A / B | train tok/s A / B | train A/B | beam-5 sent/s A / B | gen A/B "
+                          "| peak MiB A / B |", "|---|---|---|---|---|---|---|"]
+            else:
+                lines += ["| dtype | params A / B | train tok/s A / B | train A/B | ceiling | % of ceiling "
+                          "| beam-5 sent/s A / B | gen A/B | peak MiB A / B |", "|---|---|---|---|---|---|---|---|---|"]
+            ceiling, gen_ceiling = _ceilings(name)
             for e in group:
                 r = _row(e)
-                lines.append(f"| {r['dtype']} | {r['params']} | {r['train']} | {r['ratio']} | {r['gen']} | "
-                             f"{r['gen_ratio']} | {r['mem']} |")
+                if source["gpu"]:
+                    lines.append(f"| {r['dtype']} | {r['params']} | {r['train']} | {r['ratio']} | {r['gen']} | "
+                                 f"{r['gen_ratio']} | {r['mem']} |")
+                    continue
+                gen_ratio = r["gen_ratio"]
+                if gen_ceiling is not None and e.get("gen_ratio") is not None:
+                    gen_ratio += f" ({100 * e['gen_ratio'] / gen_ceiling:.0f} % of its ceiling {gen_ceiling:.2f})"
+                lines.append(f"| {r['dtype']} | {r['params']} | {r['train']} | {r['ratio']} | "
+                             f"{'–' if ceiling is None else f'{ceiling:.2f}'} | {_of_ceiling(e['result'], ceiling)} | "
+                             f"{r['gen']} | {gen_ratio} | {r['mem']} |")
             commands = [_command(e["command"]) for e in group]
             dtypes = [e["dtype"] for e in group]
             generic = [c.replace(f"--dtype {d}", "--dtype D") for c, d in zip(commands, dtypes)]

@@ -7,6 +7,7 @@ scale data, GPU boxes, long trainings) must be accepted by their programs' optio
 speed tables embedded in the pages must equal scripts/docs_speed_table.py's output.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -292,3 +293,56 @@ def test_embedded_speed_tables_equal_the_generator():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_speed_table.py"), "--check"],
                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _speed_table_module():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import docs_speed_table
+
+    return docs_speed_table
+
+
+def test_speed_ceilings_are_the_numbers_the_pages_count():
+    """Each comparison's CPU multiply-add ceiling (run_all's ENTRIES) is stated in its page's own text."""
+    mod = _speed_table_module()
+    for entry in mod.run_all.ENTRIES:
+        text = (REPO / mod.FAMILIES[entry["family"]]).read_text(encoding="utf-8")
+        prose = re.sub(r"<!-- speed-table:begin .*?<!-- table:end -->", "", text, flags=re.S)
+        for key in ("ceiling", "gen_ceiling"):
+            if entry.get(key) is not None:
+                number = re.escape(f"{entry[key]:.2f}")
+                assert re.search(rf"(?<![\d.]){number}(?!\d)", prose), (entry["name"], key, entry[key])
+
+
+def test_cpu_speed_table_gives_the_machine_command_and_share_of_ceiling(monkeypatch):
+    mod = _speed_table_module()
+    row = {"params": 2_000_000, "train_tokens_per_s": 600.0, "peak_mem_mib": 10.0, "gen_sent_per_s": 4.0}
+    entry = {"name": "dpn_vs_transformer", "family": "dpn_s2s", "dtype": "fp32", "status": "ok",
+             "command": "python scripts/bench.py --arch dpn_s2s_iwslt_de_en --baseline x --json /tmp/r.json",
+             "gen_ratio": 0.712,
+             "result": {"rows": [dict(row, arch="dpn_s2s_iwslt_de_en"),
+                                 dict(row, arch="dpn_baseline_deeper_san_iwslt", train_tokens_per_s=800.0,
+                                      gen_sent_per_s=4.0 / 0.712)],
+                        "train_ratio": 0.736, "train_ratio_min": 0.644, "train_ratio_max": 0.828, "scaling": []}}
+    check = {"cpu_model": "Some CPU @ 2.0GHz", "cpu_capability": "AVX2", "logical_cpus": 2, "torch": "2.13.0", "fairseq": "0.12.3.1",
+             "command": "python scripts/gpu/run_all.py docs/results/cpu --part bench --cpu",
+             "note": "two other jobs ran at lower priority",
+             "entries": [{"name": "dpn_vs_transformer", "status": "ok", "torch_threads": 1, "load_1min_before": 2.5,
+                          "load_1min_after": 3.25, "cpu_seconds": 95.0, "wall_seconds": 100.0},
+                         {"name": "x", "status": "ok", "torch_threads": 1, "load_1min_before": 2.0,
+                          "load_1min_after": 2.75, "cpu_seconds": 99.0, "wall_seconds": 100.0}]}
+    source = {"path": "docs/results/cpu/bench.json", "gpu": False, "check": check,
+              "bench": {"device": "cpu", "entries": [entry]}}
+    monkeypatch.setattr(mod, "_sources", lambda: [source])
+    md = mod.render("dpn_s2s")
+    assert md.startswith("**CPU: Some CPU @ 2.0GHz (AVX2 kernels), 1 torch thread, torch 2.13.0, fairseq 0.12.3.1** "
+                         "(`docs/results/cpu/bench.json`, 1 comparison;")
+    assert "python scripts/gpu/run_all.py docs/results/cpu --part bench --cpu\n```" in md
+    assert ("load average (before and after each) was 2.00–3.25 on 2 logical CPUs, and each benchmark process "
+            "got 0.95–0.99 of a core") in md and "two other jobs ran at lower priority." in md
+    # 0.736 / 0.92 = 80 %, 0.644 / 0.92 = 70 %, 0.828 / 0.92 = 90 %; generation 0.712 / 0.89 = 80 %
+    assert ("| fp32 | 2.00M / 2.00M | 600 / 800 | **0.74** (0.64–0.83) | 0.92 | **80 %** (70–90 %) | 4.0 / 5.6 | "
+            "0.71 (80 % of its ceiling 0.89) | 10 / 10 |") in md
+    assert "--json" not in md and "No CPU benchmark results" not in md
+    monkeypatch.setattr(mod, "_sources", lambda: [])
+    assert "No CPU benchmark results are kept for this family" in mod.render("dpn_s2s")

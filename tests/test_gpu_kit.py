@@ -64,6 +64,35 @@ def test_dry_run_checks_every_benchmark_command(tmp_path, capsys):
     assert "needs" in capsys.readouterr().err
 
 
+def test_cpu_profile_plan_covers_every_family(tmp_path):
+    """--cpu: each family's main comparisons, fp32 only, on one thread with CPU-sized batches, no
+    --lengths scaling, the entry's own sizes kept; every one has the page's multiply-add ceiling."""
+    with pytest.raises(SystemExit) as e:
+        run_all.main([str(tmp_path), "--dry-run", "--cpu", "--data", str(tmp_path / "no_data")])
+    assert e.value.code == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    cpu = [e for e in run_all.ENTRIES if e.get("cpu")]
+    assert [p["name"] for p in plan] == [e["name"] for e in cpu]
+    assert {e["family"] for e in cpu} == {"mc_rnn", "parallel_cells", "lattice", "gencnn", "dpn_s2s"}
+    assert {"mc_rnn3_vs_lstm", "parallel_lm648_wide3_vs_lstm_lm", "parallel_mt510_wide3_vs_lstm",
+            "lattice_dwl_gating_vs_word", "gencnn_vs_fconv_lm", "gencnn_vs_lstm_lm",
+            "dpn_vs_transformer"} == {p["name"] for p in plan}
+    for p, entry in zip(plan, cpu):
+        assert p["problems"] == [], (p["name"], p["problems"])
+        (cmd,) = p["commands"]
+        assert cmd.endswith("--device cpu --dtype fp32") or "--device cpu --dtype fp32 --data" in cmd, cmd
+        for opt in ("--max-tokens 1000", "--steps 72", "--warmup 2", "--rounds 6", "--threads 1"):
+            assert opt in cmd, (p["name"], opt)
+        assert "--lengths" not in cmd and "--max-tokens 4000" not in cmd
+        assert 0 < entry["ceiling"] < 2
+    lm = next(p["commands"][0] for p in plan if p["name"] == "parallel_lm648_wide3_vs_lstm_lm")
+    assert "--vocab 10000 --tgt-len 35" in lm
+    lattice = next(p for p in plan if p["name"] == "lattice_dwl_gating_vs_word")
+    assert lattice["commands"][0].endswith(f"--data {tmp_path / 'no_data' / 'lattice'}")
+    assert run_all.parse_args([str(tmp_path), "--cpu"]).budget_minutes == 60  # GPU default: 8.5
+    assert run_all.parse_args([str(tmp_path), "--cpu", "--tiny"]).dtypes == ["fp32", "bf16"]
+
+
 def test_dry_run_names_a_bad_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(run_all, "ENTRIES", [
         dict(name="typo_arch", family="x", goal=None, args="--arch mc_rnn_iwslt_de_en_33 --baseline lstm"),
@@ -102,10 +131,20 @@ def test_run_all_cpu_tiny_end_to_end(tmp_path):
     proc = sh("bash", GPU / "run_all.sh", out, "--cpu", "--tiny", "--only", "^mc_rnn3_vs_lstm$", "--dtypes", "bf16",
               "--budget-minutes", "6", "--train-data", data, "--train-archs", "mc_rnn_iwslt_de_en_3",
               "--train-args", TINY_TRAIN)
-    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "run_all.log", "summary.txt", "train.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "check.json", "run_all.log", "summary.txt",
+                                                     "train.json"]
     bench = json.loads((out / "bench.json").read_text())
     assert bench["device"] == "cpu" and bench["tiny"] is True
     (entry,) = bench["entries"]
+    check = json.loads((out / "check.json").read_text())
+    assert check["device"] == "cpu" and check["cpu_model"] == run_all.cpu_model() and check["profile"] == "tiny"
+    assert check["command"].startswith("python scripts/gpu/run_all.py ") and "--only '^mc_rnn3_vs_lstm$'" in check["command"]
+    assert check["env_threads"]["OMP_NUM_THREADS"] == "1" and check["torch"] and check["fairseq"]
+    (cond,) = check["entries"]
+    assert (cond["name"], cond["dtype"], cond["status"], cond["torch_threads"]) == ("mc_rnn3_vs_lstm", "bf16", "ok", 1)
+    assert cond["load_1min_before"] >= 0 and cond["load_1min_after"] >= 0
+    assert 0 < cond["cpu_seconds"] <= 2 * cond["wall_seconds"] and cond["wall_seconds"] == entry["seconds"]
+    assert "--json" not in entry["command"] and entry["result"]["torch_threads"] == 1
     assert entry["name"] == "mc_rnn3_vs_lstm" and entry["status"] == "ok", entry
     res = entry["result"]
     assert res["args"]["dtype"] == "bf16" and res["args"]["device"] == "cpu"

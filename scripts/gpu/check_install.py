@@ -33,6 +33,18 @@ def fail(msg):
     sys.exit(1)
 
 
+def versions():
+    """The versions of Python, torch, numpy, fairseq and fairseq_local (imported here)."""
+    import fairseq
+    import numpy
+    import torch
+
+    import fairseq_local
+
+    return {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": numpy.__version__,
+            "fairseq": fairseq.__version__, "fairseq_local": fairseq_local.__version__}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", default="mc_rnn_iwslt_de_en_3")
@@ -45,17 +57,15 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=FutureWarning)
     try:
         import torch
-        import numpy
+        import numpy  # noqa: F401  (versions() reports it)
         import fairseq
-        import fairseq_local
+        import fairseq_local  # noqa: F401
     except Exception as e:  # noqa: BLE001  (any import failure is the answer)
         fail(f"import failed: {type(e).__name__}: {e}")
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: torch sees no CUDA device")
-    report = {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": numpy.__version__,
-              "fairseq": fairseq.__version__, "fairseq_local": fairseq_local.__version__,
-              "fairseq_path": os.path.dirname(fairseq.__file__), "device": device,
+    report = {**versions(), "fairseq_path": os.path.dirname(fairseq.__file__), "device": device,
               "cuda_device": torch.cuda.get_device_name(0) if device == "cuda" else None,
               "extensions": {}}
     for name in REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS:

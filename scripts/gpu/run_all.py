@@ -16,17 +16,28 @@ Precision (``--part precision``, its own call): ``--precision-arch`` trained for
 ``--precision-updates`` updates in fp32 and with fairseq's ``--bf16``, same seed and data order;
 OUT/precision.json has both losses and whether bf16 is within 1% of fp32's valid loss.
 
-OUT gets at most five files (the device tool returns eight): bench.json, train.json,
-precision.json, summary.txt and run_all.log (every command and its output).  ``--dry-run`` checks
-every command instead (archs registered, bench and fairseq options valid) and writes
-OUT/plan.json; ``--cpu --tiny`` runs the same code on CPU with tiny batches and step counts.
+CPU (``--cpu``): the CPU profile runs each family's main comparisons (``cpu=True`` in ENTRIES) in
+fp32 on one thread with CPU-sized batches, and writes OUT/check.json: the processor, the versions,
+the command, ``--machine-note`` and, per comparison, the 1-minute load average before and after it
+and its process's CPU seconds against its wall seconds.  The CPU tables of the family pages are
+this output (docs/results/cpu/, rendered by scripts/docs_speed_table.py)::
+
+    python scripts/gpu/run_all.py docs/results/cpu --part bench --cpu
+
+OUT gets at most six files (the device tool returns eight): bench.json, train.json,
+precision.json, summary.txt, run_all.log (every command and its output) and, with --cpu,
+check.json.  ``--dry-run`` checks every command instead (archs registered, bench and fairseq
+options valid) and writes OUT/plan.json; ``--cpu --tiny`` runs the same code on CPU with tiny
+batches and step counts.
 """
 import argparse
 import contextlib
 import io
 import json
 import os
+import platform
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -45,49 +56,81 @@ _LM648 = "--decoder-hidden-size 648 --decoder-embed-dim 648 --decoder-layers 2"
 _MT = ("--encoder-embed-dim {d} --encoder-hidden-size {d} --encoder-layers 2 --decoder-embed-dim {d} "
        "--decoder-hidden-size {d} --decoder-layers 2 --dropout 0.2")
 ENTRIES = [
-    # name, family, issue goal (train ratio A/B), bench arguments
-    dict(name="mc_rnn3_vs_lstm", family="mc_rnn", goal=0.7,
+    # name, family, issue goal (train ratio A/B), bench arguments; cpu: one of the family's main
+    # comparisons, run by the CPU profile (--cpu); ceiling (gen_ceiling): the CPU multiply-add ceiling
+    # of the training (beam-search) ratio A/B that the family page's "Speed" section counts: forward
+    # multiply-adds per token of B over A, which a compute-bound CPU cannot beat
+    dict(name="mc_rnn3_vs_lstm", family="mc_rnn", goal=0.7, cpu=True,
+         ceiling=0.30,  # docs/mc_rnn.md: 19.2M + 256·V (gates space) vs 4.3M + 256·V, V = 8k
          args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --lengths 10,20,40,80"),
-    dict(name="parallel_lm648_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0,
+    dict(name="parallel_lm648_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0, cpu=True,
+         ceiling=1.20,  # docs/parallel_cells.md: the baseline needs 1.20 x ours for the 2 x 648 LM
          args=f"--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 {_LM648} --dropout 0.1' "
               f"--baseline lstm_lm --baseline-args '{_LM648} --decoder-out-embed-dim 648 --dropout 0.1' "
               "--vocab 10000 --tgt-len 35"),
-    dict(name="parallel_mt510_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+    dict(name="parallel_mt510_wide3_vs_lstm", family="parallel_cells", goal=1.0, cpu=True,
+         ceiling=1.19,  # docs/parallel_cells.md: 1.19 x for the 2 + 2 x 510 translation model
          args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=510)}' "
               f"--baseline lstm --baseline-args '{_MT.format(d=510)} --decoder-out-embed-dim 510' --lengths 10,20,40,80"),
-    dict(name="lattice_dwl_gating_vs_word", family="lattice", goal=0.67, data="lattice",
+    dict(name="lattice_dwl_gating_vs_word", family="lattice", goal=0.67, data="lattice", cpu=True,
+         ceiling=0.93,  # docs/lattice.md: 65.2M vs 70.1M multiply-adds per sentence pair
          args="--arch lattice_dwl_gating --baseline rnnsearch_zh_word --task lattice_translation --subset train"),
-    dict(name="gencnn_vs_fconv_lm", family="gencnn", goal=1.0,
+    dict(name="gencnn_vs_fconv_lm", family="gencnn", goal=1.0, cpu=True,
+         ceiling=0.86,  # docs/gencnn.md: 8.6M vs 7.4M per token at |V| = 8000
          args="--task language_modeling --arch gencnn_paper --baseline fconv_lm --baseline-args "
               "'--decoder-embed-dim 400 --decoder-layers [(400,3)]*4 --decoder-out-embed-dim 400' --tgt-len 50 "
               "--no-generate --lengths 25,50,100"),
-    dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9,
+    dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9, cpu=True,
+         ceiling=0.92, gen_ceiling=0.89,  # docs/dpn_s2s.md: 10.4M vs 9.5M per token; decoding step 6.55M vs 5.82M
          args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
 
     # secondary comparisons (other sizes and baselines): run after every family's main one
     dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,
+         ceiling=0.42,  # docs/mc_rnn.md: 0.42 x at V = 25k
          args=f"--arch mc_rnn_iwslt_de_en_3 --baseline lstm --baseline-args '{_IWSLT_LSTM}' --vocab 25000"),
     dict(name="parallel_mt1026_wide3_vs_lstm", family="parallel_cells", goal=1.0,
+         ceiling=1.23,  # docs/parallel_cells.md: 1.23 x for 2 + 2 x 1026
          args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=1026)}' "
               f"--baseline lstm --baseline-args '{_MT.format(d=1026)} --decoder-out-embed-dim 1026'"),
     dict(name="parallel_lm1950_wide3_vs_lstm_lm", family="parallel_cells", goal=1.0,
+         ceiling=1.34,  # docs/parallel_cells.md: 1.34 x for 2 x 1950
          args="--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 --decoder-hidden-size 1950 "
               "--decoder-embed-dim 1950 --decoder-layers 2 --dropout 0.65' --baseline lstm_lm --baseline-args "
               "'--decoder-hidden-size 1950 --decoder-embed-dim 1950 --decoder-out-embed-dim 1950 --decoder-layers 2 "
               "--dropout 0.65' --vocab 10000 --tgt-len 35 --no-generate"),
-    dict(name="gencnn_vs_lstm_lm", family="gencnn", goal=None,
+    dict(name="gencnn_vs_lstm_lm", family="gencnn", goal=None, cpu=True,
+         ceiling=0.52,  # docs/gencnn.md: 8.6M vs 4.5M per token at |V| = 8000
          args="--task language_modeling --arch gencnn_paper --baseline lstm_lm --baseline-args "
               "'--decoder-embed-dim 400 --decoder-hidden-size 400 --decoder-out-embed-dim 400' --tgt-len 50 "
               "--gen-len 40"),
 ]
 
-# batch sizes and step counts: GPU-sized on cuda; --tiny: the least that exercises every code path
+# batch sizes and step counts: GPU-sized on cuda; cpu (--cpu): what one core measures in about
+# twenty minutes for the comparisons marked cpu; --tiny: the least that exercises every code path
 PROFILES = {
     "gpu": "--max-tokens 4000 --steps 20 --warmup 5 --rounds 5 --gen-sentences 96 --gen-batch 32",
+    "cpu": "--max-tokens 1000 --steps 72 --warmup 2 --rounds 6 --gen-sentences 48 --gen-batch 8 --threads 1",
     "tiny": "--max-tokens 48 --steps 2 --warmup 1 --rounds 2 --gen-sentences 2 --gen-batch 2 --gen-len 5 "
             "--vocab 100 --src-len 8 --tgt-len 8 --threads 1",
 }
-TINY_OVERRIDES = {"--vocab", "--tgt-len", "--src-len", "--gen-len"}  # --tiny wins over an entry's own
+# an entry's own options that a profile drops (None) or replaces; otherwise an entry's options win.
+# The CPU profile leaves out --lengths: the length scaling is a GPU latency question and would
+# double a CPU run.
+PROFILE_OVERRIDES = {
+    "gpu": {},
+    "cpu": {"--lengths": None},
+    "tiny": {"--vocab": None, "--tgt-len": None, "--src-len": None, "--gen-len": None, "--lengths": "6,8"},
+}
+
+
+def profile_of(args):
+    return "tiny" if args.tiny else "cpu" if args.cpu else "gpu"
+
+
+def selected_entries(args):
+    """The entries this run measures: --only's matches; with the CPU profile only those marked cpu."""
+    cpu = profile_of(args) == "cpu"
+    return [e for e in ENTRIES if args.only_re.search(e["name"]) and (e.get("cpu") or not cpu)]
 
 
 def parse_args(argv=None):
@@ -95,11 +138,12 @@ def parse_args(argv=None):
     p.add_argument("out", help="output folder (created)")
     p.add_argument("--part", choices=["all", "bench", "train", "precision"], default="all",
                    help="all: bench then train; precision: fp32 vs --bf16 training (its own call)")
-    p.add_argument("--budget-minutes", type=float, default=8.5,
-                   help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it)")
+    p.add_argument("--budget-minutes", type=float, default=None,
+                   help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it; "
+                        "60 with --cpu)")
     p.add_argument("--bench-share", type=float, default=None,
                    help="fraction of the budget for benchmarks with --part all (default 0.6)")
-    p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16")
+    p.add_argument("--dtypes", default=None, help="comma list of fp32, bf16, fp16 (default fp32,bf16; fp32 with --cpu)")
     p.add_argument("--only", default="", help="regex: run the bench entries whose name matches")
     p.add_argument("--data", default=os.path.join(REPO, "gpu_kit", "data"),
                    help="folder with multi30k/ and lattice/ (scripts/gpu/prepare_data.sh)")
@@ -111,11 +155,23 @@ def parse_args(argv=None):
     p.add_argument("--train-dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--precision-arch", default="mc_rnn_iwslt_de_en_3", help="arch of --part precision")
     p.add_argument("--precision-updates", type=int, default=1000, help="updates of each --part precision run")
-    p.add_argument("--per-run-timeout", type=float, default=240, help="seconds for one bench comparison")
-    p.add_argument("--cpu", action="store_true", help="run on CPU (default: cuda, which must be present)")
+    p.add_argument("--per-run-timeout", type=float, default=None,
+                   help="seconds for one bench comparison (default 240; 900 with --cpu)")
+    p.add_argument("--cpu", action="store_true",
+                   help="run on CPU (default: cuda, which must be present): the CPU profile, one thread, CPU-sized "
+                        "batches, the comparisons marked cpu in fp32; OUT/check.json describes the machine")
     p.add_argument("--tiny", action="store_true", help="tiny batches and step counts (CPU checks)")
+    p.add_argument("--machine-note", default="",
+                   help="what else ran on the machine during the run (--cpu: kept in OUT/check.json)")
     p.add_argument("--dry-run", action="store_true", help="check every command; run nothing")
     a = p.parse_args(argv)
+    cpu_profile = a.cpu and not a.tiny
+    if a.dtypes is None:
+        a.dtypes = "fp32" if cpu_profile else "fp32,bf16"
+    if a.budget_minutes is None:
+        a.budget_minutes = 60.0 if cpu_profile else 8.5
+    if a.per_run_timeout is None:
+        a.per_run_timeout = 900.0 if cpu_profile else 240.0
     a.dtypes = [d for d in a.dtypes.split(",") if d]
     bad = [d for d in a.dtypes if d not in ("fp32", "bf16", "fp16")]
     if bad or not a.dtypes:
@@ -124,6 +180,8 @@ def parse_args(argv=None):
         p.error("--precision-updates must be >= 1")
     if a.budget_minutes <= 0:
         p.error("--budget-minutes must be > 0")
+    if a.per_run_timeout <= 0:
+        p.error("--per-run-timeout must be > 0")
     try:
         a.only_re = re.compile(a.only)
     except re.error as e:
@@ -133,41 +191,44 @@ def parse_args(argv=None):
     if not 0 <= a.bench_share <= 1:
         p.error("--bench-share must be in [0, 1]")
     a.device = "cpu" if a.cpu else "cuda"
+    a.argv = list(sys.argv[1:] if argv is None else argv)
     a.train_data = a.train_data or os.path.join(a.data, "multi30k")
     return a
 
 
 # ------------------------------------------------------------------------------------------------
 def bench_argv(entry, dtype, args, json_path=None):
-    """The bench.py command line of one entry: its own arguments, then the profile's batch and step
-    counts (an entry's own --vocab / --tgt-len... win, except with --tiny), device and dtype."""
-    own = shlex.split(entry["args"])
-    profile = shlex.split(PROFILES["tiny" if args.tiny else "gpu"])
-    if args.tiny:  # drop the entry's own sizes that the tiny profile sets, and shrink --lengths
-        kept, it = [], iter(own)
-        for tok in it:
-            if tok in TINY_OVERRIDES:
-                next(it)
-            elif tok == "--lengths":
-                next(it)
-                kept += ["--lengths", "6,8"]
-            else:
-                kept.append(tok)
-        own = kept
-    else:
-        set_by_entry = {t for t in own if t.startswith("--")}
-        pruned, it = [], iter(profile)
-        for tok in it:
-            val = next(it)
-            if tok not in set_by_entry:
-                pruned += [tok, val]
-        profile = pruned
-    argv = own + profile + ["--device", args.device, "--dtype", dtype]
+    """The bench.py command line of one entry: its own arguments (less those its profile drops or
+    replaces, PROFILE_OVERRIDES), then the profile's batch and step counts that the entry does not
+    set itself, device and dtype."""
+    profile = profile_of(args)
+    overrides = PROFILE_OVERRIDES[profile]
+    own, it = [], iter(shlex.split(entry["args"]))
+    for tok in it:
+        if tok in overrides:
+            next(it)
+            if overrides[tok] is not None:
+                own += [tok, overrides[tok]]
+        else:
+            own.append(tok)
+    set_by_entry = {t for t in own if t.startswith("--")}
+    pruned, it = [], iter(shlex.split(PROFILES[profile]))
+    for tok in it:
+        val = next(it)
+        if tok not in set_by_entry:
+            pruned += [tok, val]
+    argv = own + pruned + ["--device", args.device, "--dtype", dtype]
     if entry.get("data"):
-        argv += ["--data", os.path.join(args.data, entry["data"])]
+        argv += ["--data", _shown(os.path.join(args.data, entry["data"]))]
     if json_path:
         argv += ["--json", json_path]
     return argv
+
+
+def _shown(path):
+    """A path as a command shows it: relative to the repository when inside it (bench.py runs there)."""
+    rel = os.path.relpath(os.path.abspath(path), REPO)
+    return path if rel.startswith("..") else rel
 
 
 def check_entry(entry, args):
@@ -182,7 +243,7 @@ def check_entry(entry, args):
     if args.device == "cuda" and not _cuda():  # checking a GPU plan here: bench.py would refuse cuda
         args = argparse.Namespace(**{**vars(args), "device": "cpu"})
     argv = bench_argv(entry, args.dtypes[0], args)
-    if entry.get("data") and not os.path.isdir(argv[argv.index("--data") + 1]):
+    if entry.get("data") and not os.path.isdir(os.path.join(REPO, argv[argv.index("--data") + 1])):
         del argv[argv.index("--data"):argv.index("--data") + 2]  # missing data is a note; options still checked
     err = io.StringIO()
     try:
@@ -222,6 +283,7 @@ class Run:
         self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
         if args.cpu:
             self.env.setdefault("OMP_NUM_THREADS", "1")
+            self.env.setdefault("MKL_NUM_THREADS", "1")
 
     def left(self):
         return self.deadline - time.time()
@@ -234,7 +296,10 @@ class Run:
 
     def sh(self, cmd, timeout):
         """Run ``cmd``; its output goes to run_all.log.  Returns (returncode or None on timeout, tail)."""
-        self.say("$ " + " ".join(shlex.quote(str(c)) for c in cmd))
+        tmp = tempfile.gettempdir() + os.sep
+        shown = ["python" if c == sys.executable else "$TMP/" + c[len(tmp):] if c.startswith(tmp)
+                 else _shown(c) if os.path.isabs(c) else c for c in map(str, cmd)]
+        self.say("$ " + shlex.join(shown))  # paths inside the checkout relative to it, as it runs there
         try:
             proc = subprocess.run([str(c) for c in cmd], env=self.env, cwd=REPO, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, timeout=max(1.0, timeout))
@@ -258,28 +323,29 @@ def write_json(path, obj):
 def run_bench(run, args):
     results = []
     path = os.path.join(args.out, "bench.json")
+    machine = cpu_machine(args, run.env) if args.cpu else None  # OUT/check.json of a CPU run
     stop_at = run.t0 + 60 * args.budget_minutes * args.bench_share
-    entries = [e for e in ENTRIES if args.only_re.search(e["name"])]
     with tempfile.TemporaryDirectory(prefix="run_all_bench_") as tmp:
-        for entry in entries:
+        for entry in selected_entries(args):
             for dtype in args.dtypes:
                 rec = {"name": entry["name"], "family": entry["family"], "dtype": dtype, "goal": entry["goal"]}
                 jpath = os.path.join(tmp, f"{entry['name']}.{dtype}.json")
-                argv = bench_argv(entry, dtype, args, jpath)
-                rec["command"] = "python scripts/bench.py " + " ".join(shlex.quote(a) for a in argv)
+                argv = bench_argv(entry, dtype, args)
+                rec["command"] = "python scripts/bench.py " + shlex.join(argv)  # less this run's own --json
                 if entry.get("data") and not os.path.isdir(os.path.join(args.data, entry["data"])):
                     rec.update(status="skipped", reason=f"no {os.path.join(args.data, entry['data'])}: "
                                                         "run scripts/gpu/prepare_data.sh and carry gpu_kit")
                 elif time.time() >= stop_at:
                     rec.update(status="skipped", reason="out of time (--budget-minutes)")
                 else:
-                    t = time.time()
-                    rc, tail = run.sh([sys.executable, BENCH] + argv,
+                    load, cpu, t = os.getloadavg()[0], _children_cpu_seconds(), time.time()
+                    rc, tail = run.sh([sys.executable, BENCH] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.deadline - time.time()))
                     rec["seconds"] = round(time.time() - t, 1)
                     if rc == 0 and os.path.isfile(jpath):
                         with open(jpath, encoding="utf-8") as f:
                             res = json.load(f)
+                        res["args"]["json"] = None  # a temporary file of this run
                         rec.update(status="ok", train_ratio=res["train_ratio"], result=res)
                         rows = res["rows"]
                         if "gen_sent_per_s" in rows[0]:
@@ -288,11 +354,55 @@ def run_bench(run, args):
                             rec["meets_goal"] = res["train_ratio"] >= entry["goal"]
                     else:
                         rec.update(status="timeout" if rc is None else "failed", error=tail)
+                    if machine is not None:
+                        machine["entries"].append({
+                            "name": entry["name"], "dtype": dtype, "status": rec["status"],
+                            "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
+                            "cpu_seconds": round(_children_cpu_seconds() - cpu, 1), "wall_seconds": rec["seconds"],
+                            "torch_threads": rec.get("result", {}).get("torch_threads")})
+                        write_json(os.path.join(args.out, "check.json"), machine)
                 run.say(f"bench {entry['name']} {dtype}: {rec['status']}"
                         + (f" train ratio {rec['train_ratio']:.2f}" if "train_ratio" in rec else ""))
                 results.append(rec)
                 write_json(path, {"device": args.device, "tiny": args.tiny, "entries": results})
     return results
+
+
+def _children_cpu_seconds():
+    """User + system CPU seconds of the finished child processes (the bench.py runs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def cpu_model():
+    """The processor's name: /proc/cpuinfo's model name (Linux), else what platform reports."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_machine(args, env):
+    """The machine description of a CPU run (OUT/check.json): processor, versions, threads, the
+    command, --machine-note; run_bench adds each comparison's 1-minute load average before and
+    after it and the CPU seconds of its process against its wall seconds (1.0: a whole core)."""
+    import torch
+
+    sys.path.insert(0, HERE)
+    import check_install
+
+    command = ["python", "scripts/gpu/run_all.py"] + [_shown(a) if a == args.out else a for a in args.argv]
+    report = {"device": "cpu", "cpu_model": cpu_model(), "logical_cpus": os.cpu_count(),
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(), **check_install.versions(),
+              "profile": profile_of(args), "command": shlex.join(command),
+              "env_threads": {k: env.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+              "note": args.machine_note, "entries": []}
+    write_json(os.path.join(args.out, "check.json"), report)
+    return report
 
 
 def run_train(run, args):
@@ -457,9 +567,7 @@ def main(argv=None):
         import fairseq_local  # noqa: F401  (registers our archs)
 
         plan, bad = [], 0
-        for entry in ENTRIES:
-            if not args.only_re.search(entry["name"]):
-                continue
+        for entry in selected_entries(args):
             problems = check_entry(entry, args)
             bad += bool(problems)
             data = os.path.join(args.data, entry["data"]) if entry.get("data") else None

@@ -3,7 +3,7 @@
 #
 # usage: scripts/gpu/run_all.sh OUT [--part all|bench|train|precision] [--budget-minutes 8.5] [--dtypes fp32,bf16]
 #                               [--only REGEX] [--data DIR] [--train-archs "A B"] [--train-dtype fp32|bf16]
-#                               [--cpu --tiny] [--dry-run]
+#                               [--cpu [--tiny]] [--machine-note TEXT] [--dry-run]
 # On a GPU box, after scripts/gpu/bootstrap.sh TARGET and `source TARGET/env.sh` (docs/gpu.md).
 # Benchmarks: every family's scripts/bench.py comparison with its baseline (model arguments from
 # docs/<family>.md "Speed", GPU-sized batches), fp32 and bf16, training and beam-5 generation, with
@@ -13,7 +13,9 @@
 # OUT/precision.json, OUT/summary.txt and OUT/run_all.log, rewritten after every step, and stops
 # starting new work when --budget-minutes (default 8.5: one 10-minute device call, bootstrap included) runs out.
 # --dry-run checks every command without running it; --cpu --tiny runs everything on CPU with tiny
-# batches (what the tests do).  Details: python scripts/gpu/run_all.py --help.
+# batches (what the tests do); --cpu alone is the CPU profile (the family pages' CPU tables:
+# each family's main comparisons on one thread, OUT/check.json describing the machine).
+# Details: python scripts/gpu/run_all.py --help.
 set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
 case "${1:-}" in -h|--help|"") usage_from_header; [ -n "${1:-}" ] && exit 0 || exit 2 ;; esac
