@@ -6,9 +6,10 @@
     python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
 
 For the family's systems (``scripts/lib/repro_families.py``) it prepares the data once
-(scripts/preprocess.sh: the same tokenisation, BPE and dictionaries for every system), trains each
-system with fairseq-train on the paper's schedule (learning rate halved on a dev plateau, early
-stopping with patience, a ``--max-epoch`` safety cap that is reported when hit), one thread per
+(scripts/preprocess.sh: the same tokenisation, BPE and dictionaries for every system; the lattice
+family's scripts/recipes/lattice_zh_en_small.sh: lattices, word or character chains, one English
+side), trains each system with fairseq-train on the paper's schedule (learning rate halved on a dev
+plateau, early stopping with patience, a ``--max-epoch`` safety cap that is reported when hit), one thread per
 system and ``--jobs`` systems at a time; translates the test set with beam 5 (scripts/generate.sh)
 and scores it with scripts/score.py (detokenized sacrebleu with its signature); runs sacrebleu's
 paired bootstrap of each system against the baseline; and draws the learning curves (dev loss vs
@@ -121,6 +122,9 @@ def main(argv=None):
     import repro_run
     from repro_run import ReproError
 
+    if a.scale not in family.scales:
+        fail(f"family '{family.name}' has no --scale {a.scale} run: "
+             + family.unavailable.get(a.scale, "not registered"))
     scale = family.scales[a.scale]
     if a.width is not None:
         if scale.width is None:
@@ -147,6 +151,9 @@ def main(argv=None):
         elif family.kind == "lm":
             data = (repro_run.prepare_lm_cpu(family, out, a.data_root, a.limit_train or scale.train_pairs, a.limit_eval)
                     if a.scale == "cpu" else repro_run.prepare_lm_paper(family, out))
+        elif a.scale == "cpu" and family.task == "lattice_translation":
+            data = repro_run.prepare_lattice_cpu(family, out, a.data_root, a.limit_train or scale.train_pairs,
+                                                 a.limit_eval)
         elif a.scale == "cpu":
             data = repro_run.prepare_translation_cpu(family, out, a.data_root, a.limit_train or scale.train_pairs,
                                                      a.limit_eval)

@@ -36,15 +36,16 @@ def smoke(tmp_path_factory, shared_data):
 def test_unknown_family_is_one_line(tmp_path):
     p = run("mc_rnnn", "--out", tmp_path, check=False)
     assert p.returncode != 0
-    assert p.stderr.strip() == ("reproduce.py: error: unknown family 'mc_rnnn'; implemented: dpn_s2s, gencnn, mc_rnn, "
-                                "parallel_cells")
+    assert p.stderr.strip() == ("reproduce.py: error: unknown family 'mc_rnnn'; implemented: dpn_s2s, gencnn, lattice, "
+                                "mc_rnn, parallel_cells")
     assert "Traceback" not in p.stderr and not (tmp_path / "mc_rnnn").exists()
 
 
-def test_planned_family_and_bad_system_are_one_line(tmp_path):
-    p = run("lattice", "--out", tmp_path, check=False)
+def test_unavailable_scale_and_bad_system_are_one_line(tmp_path):
+    p = run("lattice", "--out", tmp_path, "--scale", "paper", check=False)
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
-    assert "family 'lattice'" in p.stderr and "not implemented yet" in p.stderr
+    assert p.stderr.startswith("reproduce.py: error: family 'lattice' has no --scale paper run: the paper's NIST")
+    assert "LDC" in p.stderr and "prepare_nist_zhen.sh" in p.stderr and not (tmp_path / "lattice").exists()
     p = run("mc_rnn", "--out", tmp_path, "--systems", "mc_rnn_9", check=False)
     assert p.stderr.strip() == ("reproduce.py: error: --systems: family 'mc_rnn' has no system 'mc_rnn_9' "
                                 "(it has mc_rnn_3, baseline, baseline_large)")
@@ -217,3 +218,83 @@ def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data
             assert 0 < count < r["params"]  # one path per side: fewer parameters than M9 at the same widths
         assert any(f"--arch {arch} " in x and "--optimizer adam" in x for x in lines)
     assert not (fam / "m1-s1").exists() and not (fam / "m5-s1").exists()  # a dry run trains nothing
+
+
+LATTICE_SYSTEMS = (("dwl_gating", "lattice_dwl_gating", "lattice"), ("swl_gating", "lattice_swl_gating", "lattice"),
+                   ("word", "rnnsearch_zh_word", "word"), ("char", "rnnsearch_zh_char", "char"))
+
+
+def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
+    """lattice: DWL-GRU + Gating on jieba+thulac+snownlp lattices, the word-level baseline on jieba
+    chains and the character-level RNNSearch on character chains, one epoch on 300 Tatoeba pairs:
+    each system trains on its own binarized source under --task lattice_translation (the same
+    batches: the same updates), params = the checkpoint's, the stored BLEU = case-insensitive
+    sacrebleu of the written hypotheses against the raw references (also in the paired bootstrap);
+    the dry run lists all four systems (SWL too) with their parameter counts and data dirs."""
+    import sacrebleu
+    import torch
+
+    sys.path.insert(0, str(REPO / "scripts" / "lib"))
+    import repro_run
+
+    run("lattice", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
+        "--width", "16", "--max-epoch", "1", "--jobs", "2", "--systems", "dwl_gating,char")
+    fam = tmp_path / "lattice"
+    corpus = shared_data / "tatoeba-zh-en"
+    refs = (corpus / "valid.en").read_text(encoding="utf-8").splitlines()[:24]  # the official validation set
+    bleu = sacrebleu.metrics.BLEU(lowercase=True)
+    results, hyps = {}, {}
+    trained = [x for x in LATTICE_SYSTEMS if x[0] != "swl_gating"]
+    assert not (fam / "swl_gating-s1").exists()  # not selected by --systems
+    for name, arch, kind in trained:
+        sdir = fam / f"{name}-s1"
+        r = results[name] = json.loads((sdir / "results.json").read_text())
+        assert (r["system"], r["arch"], r["seed"], r["scale"], r["metric"]) == (name, arch, 1, "cpu", "bleu")
+        assert r["options"] == ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
+                                "--decoder-hidden-size", "16"]
+        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        assert r["params"] == sum({v.data_ptr(): v.numel() for v in state["model"].values()}.values())
+        assert r["updates"] == state["optimizer_history"][-1]["num_updates"] > 0
+        assert r["epochs"] == 1 and r["stopped"] == "max_epoch"
+        task = state["cfg"]["task"]
+        assert (task["_name"], task["data"]) == ("lattice_translation", str(fam / "data" / "bin" / kind))
+        # the source dictionary of the system's own kind is kept beside the checkpoint, with the authors
+        for f in ("dict.zh.txt", "dict.en.txt"):
+            assert (sdir / "checkpoints" / f).read_bytes() == (fam / "data" / "bin" / kind / f).read_bytes()
+        assert (sdir / "checkpoints" / "train.attribution").read_text(encoding="utf-8").splitlines() == \
+            (corpus / "train.attribution").read_text(encoding="utf-8").splitlines()[:300]
+        hyps[name] = (sdir / "test" / "hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert len(hyps[name]) == 24
+        assert r["test"]["bleu"] == pytest.approx(bleu.corpus_score(hyps[name], [refs]).score, abs=0.006)
+        assert r["test"]["signature"] == str(bleu.get_signature()) and "case:lc" in r["test"]["signature"]
+        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "word") and r["test"]["ci95"] >= 0
+    # characters batch every kind: one seed, the same batches, the same number of updates
+    assert len({r["updates"] for r in results.values()}) == 1
+    # one English side: the same target dictionary for every kind; the lattice's words include jieba's
+    data = fam / "data" / "bin"
+    assert (data / "word" / "dict.en.txt").read_bytes() == (data / "lattice" / "dict.en.txt").read_bytes() \
+        == (data / "char" / "dict.en.txt").read_bytes()
+    words = {k: {w for w, _ in map(str.split, (data / k / "dict.zh.txt").read_text(encoding="utf-8").splitlines())
+                 if not w.startswith("madeupword")} for k in ("lattice", "word", "char")}  # not the padding symbols
+    assert words["word"] < words["lattice"] and all(len(w) == 1 for w in words["char"])
+    # the paired bootstrap scores with the same case-insensitive BLEU, also on upper-cased hypotheses
+    upper = tmp_path / "upper.txt"
+    upper.write_text("".join(h.upper() + "\n" for h in hyps["dwl_gating"]), encoding="utf-8")
+    bs = repro_run.paired_bootstrap(str(fam / "word-s1" / "test" / "hyp.txt"), {"dwl": str(upper)},
+                                    str(fam / "data" / "split" / "test.en"), n_samples=10)
+    assert bs["baseline"]["bleu"] == results["word"]["test"]["bleu"] and bs["dwl"]["bleu"] == \
+        results["dwl_gating"]["test"]["bleu"]
+    comparison = json.loads((fam / "comparison.json").read_text())
+    assert comparison["baseline"] == "word" and [s["system"] for s in comparison["systems"]] == \
+        [n for n, _, _ in trained]
+    assert "300 kept by the paper's length filter" in comparison["data"]
+
+    p = run("lattice", "--out", tmp_path, "--width", "16", "--dry-run")
+    lines = p.stdout.splitlines()
+    for name, arch, kind in LATTICE_SYSTEMS:
+        line = next(x for x in lines if f"lattice/{name}: {arch} " in x)
+        count = int(line.split("-> ")[1].split(" parameters")[0].replace(",", ""))
+        # SWL has two scalar gates (inputs, preceding states) per direction where DWL has one (edge states)
+        assert count == (results[name]["params"] if name in results else results["dwl_gating"]["params"] + 2 * 17)
+        cmd = next(x for x in lines if f"--arch {arch} " in x)
+        assert f"{fam / 'data' / 'bin' / kind} " in cmd and "--task lattice_translation" in cmd

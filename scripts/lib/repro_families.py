@@ -35,6 +35,7 @@ class System:
     size_match: Optional[str] = None  # name of the system whose parameter count this one matches
     widths: Tuple[str, ...] = SEQ2SEQ_WIDTHS  # width option templates at --scale cpu (() = the arch's own)
     alignment_entropy: bool = False  # DPN-S2S: Table 5's alignment entropies of its best checkpoint on the test set
+    data: str = ""                 # which of the family's binarized data dirs it reads ("" = the one data dir)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class Family:
     data_cpu: str = ""             # description of the data at --scale cpu
     data_paper: str = ""
     bpe_paper: int = 25000         # --scale paper: IWSLT14's joint BPE size (translation families)
+    task: str = "translation"      # the fairseq task of a translation family (training and generation)
+    unavailable: Dict[str, str] = field(default_factory=dict)  # scale -> why the harness cannot run it
     reference: Dict[str, Dict[str, float]] = field(default_factory=dict)  # the paper's figures, shown beside ours
 
     @property
@@ -95,12 +98,15 @@ FAMILIES: Dict[str, Family] = {
             System("baseline_large", "Baseline-RNN-large", "rnnsearch_iwslt_de_en_large", size_match="mc_rnn_3"),
         ),
         scales={
-            "cpu": Scale(width=128, max_tokens=4000, patience=2, max_epoch=30, train_pairs=10000,
+            "cpu": Scale(width=128, max_tokens=1000, patience=2, max_epoch=40, train_pairs=10000,
                          notes="training data: the first 10,000 Multi30k pairs (one thread per system trains MC-RNN-3 on "
                                "all 28,000 at about 6.5 min per epoch on the shared 2-core machine, too slow to converge "
                                "within the 1.5 h budget); widths 256 -> 128 (embeddings and hidden units, every system); "
                                "Baseline-RNN-large's hidden width is the one that matches MC-RNN-3's parameter count at "
-                               "that width; early-stopping patience 5 -> 2 validations; max-epoch cap 50 -> 30"),
+                               "that width; batches of 1,000 instead of 4,000 tokens (about 180 updates per epoch: "
+                               "4,000-token batches give 46 updates per epoch on 10,000 pairs, and all three systems "
+                               "were still improving at a 30-epoch cap); early-stopping patience 5 -> 2 validations; "
+                               "max-epoch cap 50 -> 40"),
             "paper": Scale(width=None, max_tokens=4000, patience=5, max_epoch=50),
         },
         data_cpu=MULTI30K_CPU,
@@ -206,10 +212,56 @@ FAMILIES["dpn_s2s"] = Family(
     reference={"alignment_entropy": {"cc": 2.208, "ac": 1.406, "ca": 1.886, "aa": 1.377}},
 )
 
+# LatticeNMT (Su et al., AAAI 2017), Table 1: DWL-GRU + Gating and SWL-GRU + Gating against the
+# word-level RNNSearch (one segmentation) and the character-level RNNSearch, same decoder and sizes
+# (fairseq_local/models/lattice_rnnsearch.py).  Every system reads its own binarized source (lattices,
+# jieba word chains, character chains: scripts/recipes/lattice_zh_en_small.sh) under --task
+# lattice_translation, which batches every kind by source characters: with one seed the four systems
+# see the same batches, and the English side (Moses-tokenized, cased, no BPE) is the same for all.
+TATOEBA_ZH_EN_CPU = ("Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the corpus's *.attribution files): "
+                     "first 25,655 training pairs = train (all within the paper's length filter: <= 70 characters, "
+                     "<= 50 words), last 1,000 training pairs = dev, the official 1,000-pair validation set = test; "
+                     "English Moses-tokenized (cased, no BPE), Chinese as jieba+thulac+snownlp lattices (DWL/SWL), "
+                     "jieba word chains (word level) or character chains (char level), word types seen >= 2 times "
+                     "(scripts/recipes/lattice_zh_en_small.sh); case-insensitive BLEU, as in the paper")
+LATTICE_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) with the learning rate halved on a dev plateau and early stopping on the "
+                         "dev loss, for every system, instead of the paper's RMSprop (lr 5e-4, batch 80) stopped on "
+                         "dev BLEU")
+FAMILIES["lattice"] = Family(
+    name="lattice",
+    kind="translation",
+    paper="Su et al., AAAI 2017, Lattice-based recurrent neural network encoders for neural machine translation, "
+          "Table 1",
+    claim="the word-lattice encoders beat RNNSearch on one segmentation and on characters (NIST Zh-En, average of "
+          "MT05-08: DWL-GRU + Gating 32.95, SWL-GRU + Gating 32.79, word-level RNNSearch 31.35-31.78, character-level "
+          "30.74 BLEU, Table 1); the word-level RNNSearch on the jieba segmentation (the lattice's primary path) is "
+          "the baseline",
+    systems=(
+        System("dwl_gating", "DWL-GRU + Gating", "lattice_dwl_gating", data="lattice"),
+        System("swl_gating", "SWL-GRU + Gating", "lattice_swl_gating", data="lattice"),
+        System("word", "RNNSearch (word, jieba)", "rnnsearch_zh_word", baseline=True, data="word"),
+        System("char", "RNNSearch (char)", "rnnsearch_zh_char", data="char"),
+    ),
+    scales={
+        "cpu": Scale(width=256, max_tokens=2000, patience=2, max_epoch=30, dropout=0.2,
+                     notes="widths 320 / 512 -> 256 / 256 (embeddings / hidden units, every system), dropout 0 -> "
+                           "0.2 (a 26k-pair corpus), batches of 2,000 source characters or target tokens (about 190 "
+                           "pairs, 135 updates per epoch; the paper: 80 sentences); timed on 20 updates of the full "
+                           "training data at one thread: DWL-GRU + Gating 0.59 CPU-s per update (0.34 at width 128), "
+                           "SWL-GRU + Gating 0.61 (0.34), word level 0.56 (0.29), char level 0.54 (0.28), i.e. about "
+                           "80 s per epoch for each and 20-25 min for the ~15 epochs of a run; the dev set is the "
+                           "last 1,000 training pairs, the corpus's longest (it is ordered by length); "
+                           + LATTICE_SCHEDULE_NOTE + "; early-stopping patience 2 validations, max-epoch cap 30"),
+    },
+    data_cpu=TATOEBA_ZH_EN_CPU,
+    task="lattice_translation",
+    unavailable={"paper": "the paper's NIST Zh-En data are LDC-licensed and not downloadable: prepare them with "
+                          "scripts/recipes/prepare_nist_zhen.sh --mode lattice and train the Table 1 rows with "
+                          "scripts/recipes/lattice_nist_zhen.sh"},
+)
+
 # Families the harness does not run yet: one clear line instead of a traceback.
-PLANNED = {
-    "lattice": "Lattice (DWL/SWL gating vs word- and character-level)",
-}
+PLANNED: Dict[str, str] = {}
 
 
 def get_family(name: str) -> Family:

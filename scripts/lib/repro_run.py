@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from repro_families import Family, Scale, System
@@ -131,6 +131,16 @@ class Data:
     test_ref: str          # raw (untokenized) test references
     description: str
     sizes: Dict[str, int]
+    bins: Dict[str, str] = field(default_factory=dict)  # a family whose systems read different sources: key -> dir
+
+    def for_system(self, system: System) -> "Data":
+        """The data ``system`` reads: the binarized dir of its ``data`` key (the one dir when it has none)."""
+        if not system.data:
+            return self
+        if system.data not in self.bins:
+            raise ReproError(f"{system.name} reads the '{system.data}' data, which the prepared data lack "
+                             f"({', '.join(sorted(self.bins)) or 'one data dir only'})")
+        return dataclasses.replace(self, bin=self.bins[system.data])
 
 
 def _read_lines(path: str) -> List[str]:
@@ -200,6 +210,85 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
     data = Data(bin=bin_dir, src=src, tgt=tgt, test_ref=os.path.join(raw, f"test.{tgt}"), description=desc,
                 sizes=sizes)
     write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
+    return data
+
+
+# the Chinese of each data kind of scripts/recipes/lattice_zh_en_small.sh: the segmenters of
+# scripts/build_lattices.py (the first gives the primary path)
+LATTICE_SEGMENTERS = {"lattice": "jieba,thulac,snownlp", "word": "jieba", "char": "char"}
+
+
+def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
+                        limit_eval: Optional[int], dev_size: int = 1000) -> Data:
+    """Tatoeba Zh-En split as ``repro_families.TATOEBA_ZH_EN_CPU`` says (each pair's attribution line
+    goes with it), then scripts/recipes/lattice_zh_en_small.sh with PREP_ONLY=1: the English side
+    Moses-tokenized once, the length filter on the training pairs, and per data kind of the family's
+    systems (lattices, jieba chains, character chains) the Chinese and a binarized dir
+    ``data/bin/KIND`` with the same English side.  Every kind is prepared whatever ``--systems``
+    selects, so that a later run with more systems reuses the data."""
+    src, tgt = "zh", "en"
+    kinds = list(dict.fromkeys(s.data for s in family.systems))  # in registry order
+    unknown = [k for k in kinds if k not in LATTICE_SEGMENTERS]
+    if unknown:
+        raise ReproError(f"family '{family.name}': unknown lattice data kind(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(LATTICE_SEGMENTERS))})")
+    ddir = os.path.join(out, "data")
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "kinds": kinds}
+    done = _prepared_earlier(ddir, settings)
+    if done is not None:
+        return done
+    corpus = os.path.join(data_root, "tatoeba-zh-en")
+    train = {l: _read_lines(os.path.join(corpus, f"train.{l}")) for l in (src, tgt)}
+    test = {l: _read_lines(os.path.join(corpus, f"valid.{l}")) for l in (src, tgt)}
+    n = len(train[src])
+    if len(train[tgt]) != n or len(test[src]) != len(test[tgt]):
+        raise ReproError(f"{corpus}: source and target line counts differ")
+    if n <= dev_size:
+        raise ReproError(f"{corpus}/train.{src}: {n} pairs, need more than the {dev_size} dev pairs")
+    for split, count in (("train", n), ("valid", len(test[src]))):  # CC-BY: the authors go with the pairs
+        path = os.path.join(corpus, f"{split}.attribution")
+        if os.path.isfile(path):
+            lines = _read_lines(path)
+            if len(lines) != count:
+                raise ReproError(f"{path}: {len(lines)} lines for {count} sentence pairs")
+            (train if split == "train" else test)["attribution"] = lines
+    # an interrupted preparation with other settings leaves nothing behind that the recipe would reuse
+    marker = os.path.join(ddir, "preparing.json")
+    if os.path.isfile(marker) and read_json(marker) != settings:
+        for name in ("split", "raw", "bin"):
+            shutil.rmtree(os.path.join(ddir, name), ignore_errors=True)
+    os.makedirs(ddir, exist_ok=True)
+    write_json(marker, settings)
+    split_dir = os.path.join(ddir, "split")
+    os.makedirs(split_dir, exist_ok=True)
+    n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
+    for key in train:
+        _write_lines(os.path.join(split_dir, f"train.{key}"), train[key][:n_train])
+        _write_lines(os.path.join(split_dir, f"valid.{key}"), train[key][n - dev_size:][:limit_eval])
+    for key in test:
+        _write_lines(os.path.join(split_dir, f"test.{key}"), test[key][:limit_eval])
+    n_dev, n_test = len(train[src][n - dev_size:][:limit_eval]), len(test[src][:limit_eval])
+    say(f"{family.name}: preparing data ({n_train} train / {n_dev} dev / {n_test} test pairs; "
+        f"Chinese as {', '.join(kinds)})")
+    cmd = ["env", "PREP_ONLY=1", "WORKERS=1", f"SYSTEMS={' '.join(kinds)}", "bash",
+           os.path.join(REPO, "scripts", "recipes", "lattice_zh_en_small.sh"), split_dir, ddir]
+    log = os.path.join(ddir, "prepare.log")
+    if run_logged(cmd, log) != 0:
+        raise ReproError(f"data preparation failed: {tail(log)} (full log: {log})")
+    kept = len(_read_lines(os.path.join(ddir, "raw", f"train.{tgt}")))
+    limited = "" if limit_eval is None else f" (first {limit_eval})"
+    desc = (f"Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the *.attribution files beside the data): "
+            f"training pairs 1-{n_train} = train ({kept} kept by the paper's length filter: <= 70 characters, "
+            f"<= 50 words), the last {dev_size} training pairs = dev{limited}, the official validation set = "
+            f"test{limited}; English Moses-tokenized (cased, no BPE), Chinese as "
+            + ", ".join({"lattice": "jieba+thulac+snownlp lattices", "word": "jieba word chains",
+                         "char": "character chains"}[k] for k in kinds)
+            + ", word types seen >= 2 times (scripts/recipes/lattice_zh_en_small.sh)")
+    bins = {k: os.path.join(ddir, "bin", k) for k in kinds}
+    data = Data(bin=bins[family.baseline.data], src=src, tgt=tgt, test_ref=os.path.join(split_dir, f"test.{tgt}"),
+                description=desc, sizes={"train": kept, "dev": n_dev, "test": n_test}, bins=bins)
+    write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
+    os.remove(marker)
     return data
 
 
@@ -307,6 +396,7 @@ def count_params(system: System, options: List[str], data: Data) -> int:
     from fairseq.data import Dictionary
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
+    data = data.for_system(system)
     args = SimpleNamespace(tokens_per_sample=512, criterion="cross_entropy")
     options = list(system.options) + list(options)
     for key, value in zip(options[::2], options[1::2]):
@@ -378,7 +468,7 @@ def plan_options(family: Family, scale: Scale, systems: List[System], data: Opti
 def task_options(family: Family, data: Data) -> List[str]:
     if family.kind == "lm":  # one sentence per sample: Multi30k captions / PTB sentences are independent
         return ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512"]
-    return ["--task", "translation", "--source-lang", data.src, "--target-lang", data.tgt]
+    return ["--task", family.task, "--source-lang", data.src, "--target-lang", data.tgt]
 
 
 def train_command(family: Family, scale: Scale, system: System, data: Data, width_opts: List[str], seed: int,
@@ -386,6 +476,7 @@ def train_command(family: Family, scale: Scale, system: System, data: Data, widt
     """fairseq-train with the paper's schedule (Section 4.1 of Xu et al.): Adam, learning rate
     halved whenever the dev loss does not improve (reduce_lr_on_plateau, lr-patience 0), early
     stop after ``scale.patience`` stale validations, capped at ``max_epoch`` epochs."""
+    data = data.for_system(system)
     cmd = [sys.executable, "-m", "fairseq_cli.train", data.bin, "--user-dir", USER_DIR, *task_options(family, data),
            "--arch", system.arch, *width_opts, *system.options,
            "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(scale.lr),
@@ -474,14 +565,14 @@ def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
 
 # ---- evaluation ----------------------------------------------------------------------------------
 def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: str, ref: str,
-                        bin_dir: Optional[str] = None) -> dict:
+                        bin_dir: Optional[str] = None, task: str = "translation") -> dict:
     """Beam 5 with scripts/generate.sh (BPE removed, Moses-detokenized), scored by
     scripts/score.py against the raw references: detokenized, case-insensitive sacrebleu (the
-    data are lowercased), with its signature."""
+    data are lowercased, or the paper reports case-insensitive BLEU), with its signature."""
     os.makedirs(out_dir, exist_ok=True)
     log = os.path.join(out_dir, "generate.log")
     cmd = ["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", bin_dir or data.bin, "--path", ckpt,
-           "--out", out_dir, "--subset", subset, "--beam", "5", "--detok", "moses", "--lang", data.tgt,
+           "--out", out_dir, "--subset", subset, "--beam", "5", "--detok", "moses", "--lang", data.tgt, "--task", task,
            "--", "--source-lang", data.src, "--target-lang", data.tgt]
     if run_logged(cmd, log) != 0:
         raise ReproError(f"{tag}: generation failed: {tail(log)} (full log: {log})")
@@ -567,12 +658,16 @@ def alignment_entropy(tag: str, data: Data, ckpt: str, out_dir: str, subset: str
 
 
 def keep_vocabulary(data: Data, ckpt_dir: str):
-    """The BPE codes and dictionaries beside the checkpoint, so that it can be used on its own."""
+    """The BPE codes and dictionaries beside the checkpoint, so that it can be used on its own (with
+    the corpus's attribution files, where the data dir has them: the dictionaries derive from it)."""
     if not data.src:
         shutil.copy(os.path.join(data.bin, "dict.txt"), os.path.join(ckpt_dir, "dict.txt"))
         return
     for name in (f"dict.{data.src}.txt", f"dict.{data.tgt}.txt"):
         shutil.copy(os.path.join(data.bin, name), os.path.join(ckpt_dir, name))
+    for name in sorted(os.listdir(data.bin)):
+        if name.endswith(".attribution"):
+            shutil.copy(os.path.join(data.bin, name), os.path.join(ckpt_dir, name))
     bpe = os.path.join(data.bin, "bpe")
     for name in sorted(os.listdir(bpe)) if os.path.isdir(bpe) else []:
         if name.startswith("codes."):
@@ -581,6 +676,7 @@ def keep_vocabulary(data: Data, ckpt_dir: str):
 
 def run_system(ctx: dict, system: System, seed: int) -> dict:
     family, scale, data = ctx["family"], ctx["scale"], ctx["data"]
+    sdata = data.for_system(system)
     sdir = os.path.join(ctx["out"], f"{system.name}-s{seed}")
     res_path = os.path.join(sdir, "results.json")
     tag = f"{family.name}/{system.name}-s{seed}"
@@ -601,18 +697,18 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
     done = train_system(tag, cmd, sdir, ctx["max_epoch"])
     if done["hit_max_epoch"]:
         say(f"{tag}: WARNING: stopped by the --max-epoch {ctx['max_epoch']} cap, not by early stopping")
-    keep_vocabulary(data, ckpt_dir)
+    keep_vocabulary(sdata, ckpt_dir)
     if family.kind == "lm":
         say(f"{tag}: test perplexity (fairseq-eval-lm)")
         test = eval_lm(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
     else:
         say(f"{tag}: translating the test set (beam 5)")
-        test = translate_and_score(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"),
-                                   os.path.join(sdir, "test"), "test", data.test_ref)
+        test = translate_and_score(tag, sdata, os.path.join(ckpt_dir, "checkpoint_best.pt"),
+                                   os.path.join(sdir, "test"), "test", data.test_ref, task=family.task)
     entropy = None
     if system.alignment_entropy:
         say(f"{tag}: alignment entropies on the test set (scripts/analysis/dpn_alignment_entropy.py)")
-        entropy = alignment_entropy(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
+        entropy = alignment_entropy(tag, sdata, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
     curve = read_curve(os.path.join(sdir, "curve.jsonl"))
     best = min(curve, key=lambda p: p["dev_loss"])
     results = {
@@ -776,18 +872,62 @@ def prepare_extra(ctx: dict, src_file: str, ref_file: str) -> str:
     return bin_dir
 
 
+def prepare_extra_lattice(ctx: dict, src_file: str, ref_file: str, kinds: List[str]) -> Dict[str, str]:
+    """A raw Chinese-English test set prepared as ``prepare_lattice_cpu`` prepared its data, for each
+    data kind in ``kinds``: the Chinese through scripts/build_lattices.py with the kind's segmenters, the English
+    Moses-tokenized as the recipe does, binarized with that kind's dictionaries.  Returns the
+    binarized folder of each kind."""
+    data = ctx["data"]
+    name = os.path.splitext(os.path.basename(src_file))[0]
+    edir = os.path.join(ctx["out"], "extra", name)
+    os.makedirs(edir, exist_ok=True)
+    log = os.path.join(edir, "prepare.log")
+    tok = os.path.join(edir, f"test.{data.tgt}")
+    if not os.path.isfile(tok):
+        script = ("set -euo pipefail; source \"$1/scripts/lib/common.sh\"; activate_env; "
+                  "moses_tok \"$2\" \"$3\" \"$4\"")
+        if run_logged(["bash", "-c", script, "bash", REPO, data.tgt, ref_file, tok], log) != 0:
+            raise ReproError(f"preparing {ref_file} failed: {tail(log)} (full log: {log})")
+    bins = {}
+    for kind in kinds:
+        kind_bin = data.bins[kind]
+        kdir = os.path.join(edir, kind)
+        bins[kind] = os.path.join(kdir, "bin")
+        if os.path.isfile(os.path.join(bins[kind], f"test.{data.src}-{data.tgt}.{data.src}.idx")):
+            continue
+        os.makedirs(kdir, exist_ok=True)
+        shutil.copy(tok, os.path.join(kdir, f"test.{data.tgt}"))
+        cmd = [sys.executable, os.path.join(REPO, "scripts", "build_lattices.py"), "--input", src_file,
+               "--output", os.path.join(kdir, f"test.{data.src}"), "--segmenters", LATTICE_SEGMENTERS[kind]]
+        if run_logged(cmd, log) != 0:
+            raise ReproError(f"segmenting {src_file} ({kind}) failed: {tail(log)} (full log: {log})")
+        cmd = [sys.executable, os.path.join(REPO, "scripts", "preprocess_lattices.py"), "--source-lang", data.src,
+               "--target-lang", data.tgt, "--testpref", os.path.join(kdir, "test"), "--destdir", bins[kind],
+               "--workers", "1", "--srcdict", os.path.join(kind_bin, f"dict.{data.src}.txt"),
+               "--tgtdict", os.path.join(kind_bin, f"dict.{data.tgt}.txt")]
+        if run_logged(cmd, log) != 0:
+            raise ReproError(f"binarizing {src_file} ({kind}) failed: {tail(log)} (full log: {log})")
+    return bins
+
+
 def score_extra(ctx: dict, results: List[dict], src_file: str, ref_file: str) -> List[dict]:
     """Every trained system's beam-5 BLEU on a raw test set of the user's (``--test-src/--test-ref``),
     with the paired bootstrap against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
-    data = ctx["data"]
-    bin_dir = prepare_extra(ctx, src_file, ref_file)
-    edir = os.path.dirname(bin_dir)
+    data, family = ctx["data"], ctx["family"]
+    if data.bins:  # one binarized folder per data kind (lattice family)
+        kinds = list(dict.fromkeys(family.system(r["system"]).data for r in results))
+        bins = prepare_extra_lattice(ctx, src_file, ref_file, kinds)
+    else:
+        bins = {"": prepare_extra(ctx, src_file, ref_file)}
+    edir = os.path.join(ctx["out"], "extra", os.path.splitext(os.path.basename(src_file))[0])
     hyps = {}
     rows = []
     for r in results:
         key = f"{r['system']}-s{r['seed']}"
+        system = family.system(r["system"])
         ckpt = os.path.join(ctx["out"], key, "checkpoints", "checkpoint_best.pt")
-        s = translate_and_score(key, data, ckpt, os.path.join(edir, key), "test", ref_file, bin_dir=bin_dir)
+        s = translate_and_score(key, data.for_system(system), ckpt, os.path.join(edir, key), "test", ref_file,
+                                bin_dir=bins[system.data], task=family.task)
         hyps[key] = s.pop("hyp")
         rows.append({"system": r["system"], "seed": r["seed"], **s})
     base = ctx["family"].baseline.name
