@@ -1,7 +1,11 @@
 """Lattice data model (Su et al. 2017, section "Word Lattice"), checked value by value: edges e_{i:j}
 cover c_{i+1..j}, validation errors (exact one-line messages), the primary path, packing, merging of
-tokenizations, the file writer and the parallel map.  Fast: no segmenter models are loaded."""
+tokenizations, the file writer and the parallel map.  Fast: stand-in segmenters everywhere except one
+small test per real segmenter (jieba, thulac, snownlp: a few seconds each to load)."""
+import multiprocessing as mp
 import os
+import re
+import time
 
 import numpy as np
 import pytest
@@ -104,6 +108,11 @@ def test_from_line_parses_fields_and_line_endings():
     ("下 雨\t0:2\t0 x\n", "malformed primary path '0 x'"),
     ("下 雨\t0:2\t0 x \r\n", "malformed primary path '0 x '"),
     ("下 雨\t0:1 1:2\t0 2", "primary path 0 2 is not a path 0..2 of the lattice"),
+    ("下 雨\t0:2\t0 X", "malformed primary path '0 X'"),  # only the line end is stripped
+    ("下 雨\t0:2\t", "primary path  is not a path 0..2 of the lattice"),  # an empty third field
+    ("下 雨\t0:2 0:2", "duplicate edge 0:2"),
+    ("下 雨 天\t0:3 1:3", "node 1 is unreachable from node 0"),
+    ("下 雨 天\t0:1 0:3", "node 1 does not reach the end node 3"),
 ])
 def test_from_line_errors_are_exact(line, message):
     assert _err(Lattice.from_line, line, "in.lat:7") == "in.lat:7: " + message
@@ -117,6 +126,23 @@ def test_read_lattices_numbers_lines_from_one(tmp_path):
     p.write_text("下 雨\t0:2\n雨\t0:1\n", encoding="utf-8")
     lats = L.read_lattices(str(p))
     assert [x.edges for x in lats] == [((0, 2),), ((0, 1),)]
+
+
+def _latin1_locale_open(file, mode="r", *args, encoding=None, **kwargs):
+    """open() as on a machine whose locale encoding is Latin-1: text files without an explicit
+    encoding are read and written as Latin-1."""
+    if "b" not in mode and encoding is None:
+        encoding = "latin-1"
+    return open(file, mode, *args, encoding=encoding, **kwargs)
+
+
+def test_lattice_files_are_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "open", _latin1_locale_open, raising=False)  # the module's open()
+    p = tmp_path / "a.lat"
+    L.atomic_write_lines(str(p), ["下 雨\t0:1 0:2 1:2\t0 2"])
+    assert p.read_bytes() == "下 雨\t0:1 0:2 1:2\t0 2\n".encode("utf-8")
+    [lat] = L.read_lattices(str(p))
+    assert lat.chars == ("下", "雨") and lat.edges == ((0, 1), (0, 2), (1, 2)) and lat.path == (0, 2)
 
 
 # ---------------------------------------------------------------------------------- views, packing
@@ -150,6 +176,21 @@ def test_pack_and_unpack_are_inverse():
     assert s.dtype == np.int64 and type(n) is int
 
 
+def test_pack_and_unpack_a_chain_from_other_integer_dtypes():
+    # a chain: E = 3 edges and a 3-edge primary path (the field boundaries differ from Figure 1's)
+    lat = Lattice.chain(["我们", "的", "被告人"])
+    packed = lat.pack(np.array([7, 8, 2 ** 60 + 1], dtype=np.uint64))  # ids of any integer dtype
+    assert packed.dtype == np.int64
+    assert packed.tolist() == [6, 3, 0, 2, 3, 2, 3, 6, 7, 8, 2 ** 60 + 1, 0, 1, 2]
+    small = lat.pack([7, 8, 9]).astype(np.uint16)  # e.g. a compactly stored dataset
+    n, s, t, w, p = L.unpack(small)
+    assert (n, s.tolist(), t.tolist(), w.tolist(), p.tolist()) == (6, [0, 2, 3], [2, 3, 6], [7, 8, 9], [0, 1, 2])
+    assert type(n) is int and all(a.dtype == np.int64 for a in (s, t, w, p))
+    # one edge, one-edge path
+    n, s, t, w, p = L.unpack(Lattice.chain(["下雨"]).pack([5]))
+    assert (n, s.tolist(), t.tolist(), w.tolist(), p.tolist()) == (2, [0], [2], [5], [0])
+
+
 # ---------------------------------------------------------------------------------- merging
 def test_tokenization_edges_skip_blank_tokens_and_name_the_mismatch():
     chars = list("下雨天")
@@ -174,6 +215,9 @@ def test_merge_tokenizations_keeps_shared_edges_once_and_first_path():
     chain = Lattice.chain(["我们", "的"], where="c:1")
     assert chain.edges == ((0, 2), (2, 3)) and chain.path == (0, 2, 3)
     assert _err(Lattice.chain, [], "c:2") == "c:2: empty line"
+    # without a location the messages have no prefix
+    assert _err(Lattice.chain, []) == "empty line"
+    assert _err(L.merge_tokenizations, "ab", []) == "no tokenization to merge"
 
 
 # ---------------------------------------------------------------------------------- writer
@@ -209,6 +253,28 @@ def test_segmenter_registry_and_builder_validation():
         "unknown segmenter 'nosuch' (choose from char, jieba, snownlp, thulac)"
 
 
+# the real segmenters (a few seconds each: their models load once per test)
+def test_jieba_segmenter_uses_its_hmm_for_unknown_words():
+    pytest.importorskip("jieba")
+    # jieba's README example: the HMM joins 杭研, which is not in its dictionary
+    assert L.load_segmenter("jieba")("他来到了网易杭研大厦") == ["他", "来到", "了", "网易", "杭研", "大厦"]
+
+
+def test_thulac_segmenter_is_the_segmentation_only_model(capsys):
+    pytest.importorskip("thulac")
+    seg = L.load_segmenter("thulac")
+    # the joint POS model (seg_only=False) splits 累死 into 累 / 死
+    assert seg("我累死了。") == ["我", "累死", "了", "。"]
+    assert capsys.readouterr().out == ""  # its "Model loaded succeed" is swallowed
+
+
+def test_snownlp_segmenter_and_blank_input():
+    pytest.importorskip("snownlp")
+    seg = L.load_segmenter("snownlp")
+    assert seg("他来到了网易杭研大厦") == ["他", "来到", "了", "网易", "杭", "研", "大厦"]
+    assert seg("") == [] and seg(" \t") == []
+
+
 def test_builder_with_custom_segmenters(monkeypatch):
     monkeypatch.setitem(L.SEGMENTERS, "halves", lambda: (lambda s: [s[:2], s[2:]]))
     b = L.LatticeBuilder(["halves", "char"])
@@ -218,6 +284,29 @@ def test_builder_with_custom_segmenters(monkeypatch):
     assert lat.edges == ((0, 1), (0, 2), (1, 2), (2, 3)) and lat.path == (0, 2, 3)
     assert _err(b.tokenize, " \r\n", "s:2") == "s:2: empty line"
     assert _err(b, "  ", "s:3") == "s:3: empty line"
+
+
+def test_builder_checks_every_name_before_loading_any_segmenter(monkeypatch):
+    loaded = []
+    monkeypatch.setitem(L.SEGMENTERS, "counted", lambda: loaded.append("counted") or (lambda s: [s]))
+    assert _err(L.LatticeBuilder, ["counted", "nosuch"]) == \
+        "unknown segmenter 'nosuch' (choose from char, counted, jieba, snownlp, thulac)"
+    assert loaded == []
+    L.LatticeBuilder(["counted", "char"])
+    assert loaded == ["counted"]  # each segmenter is loaded once
+
+
+def test_builder_passes_the_sentence_without_its_line_end_and_names_errors(monkeypatch):
+    seen = []
+    monkeypatch.setitem(L.SEGMENTERS, "spy", lambda: (lambda s: seen.append(s) or [s]))
+    monkeypatch.setitem(L.SEGMENTERS, "short", lambda: (lambda s: [s[:2]]))
+    spy = L.LatticeBuilder(["spy"])
+    assert spy.tokenize("下雨 \r\n") == [["下雨 "]] and spy.tokenize("下雨X\n") == [["下雨X"]]
+    assert seen == ["下雨 ", "下雨X"]
+    assert _err(spy.tokenize, " \n") == "empty line"
+    b = L.LatticeBuilder(["char", "short"])
+    assert _err(b, "下雨天", "s:4") == "s:4: tokenization covers 2 of the sentence's 3 characters"
+    assert _err(b, "下雨天") == "tokenization covers 2 of the sentence's 3 characters"
 
 
 def test_build_and_merge_items():
@@ -235,6 +324,9 @@ def test_build_and_merge_items():
     assert L.merge_item((5, "raw:5", "下雨地", named)) == (
         False, "a.ctb:5: tokenization does not match its sentence at character 3: token '天' vs sentence '地'")
     assert L.merge_item((6, "raw:6", "下雨", [("a.ctb", ["下雨"])])) == (True, "下 雨\t0:2\t0 2")
+    # without a raw file the sentence is the first tokenization's characters
+    assert L.merge_item((7, "a.ctb:7", None, [("a.ctb", ["下雨", "天"])])) == (True, "下 雨 天\t0:2 2:3\t0 2 3")
+    assert L.merge_item((8, "a.ctb:8", None, [("a.ctb", ["\u3000"])])) == (False, "a.ctb:8: empty line")
 
 
 def _double(x):
@@ -261,6 +353,80 @@ def test_parallel_map_order_errors_and_initializer(capsys):
     assert L.parallel_map(_double, list(range(70)), workers=2) == [str(2 * x) for x in range(70)]
     assert _err(L.parallel_map, _fail_on_odd, [2, 4, 5, 7], 2) == "bad 5"
     assert capsys.readouterr().err == ""  # fewer than 1000 items: no progress bar
+
+
+def _pid(x):
+    return True, str(os.getpid())
+
+
+def test_parallel_map_one_worker_runs_here_more_run_in_worker_processes():
+    assert L.parallel_map(_pid, [0, 1]) == [str(os.getpid())] * 2  # default: one worker, this process
+    pids = L.parallel_map(_pid, [0, 1], workers=2)
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+
+
+_PROBE = {"tag": ("not-initialised",), "count": None, "workers": None}
+
+
+def _probe_init(*tag):
+    _PROBE["tag"] = tag
+
+
+def _chunk_probe(x):
+    """The first item of every chunk of 32 waits until each worker holds a chunk."""
+    if x % 32 == 0:
+        count = _PROBE["count"]
+        with count.get_lock():
+            count.value += 1
+        deadline = time.monotonic() + 60
+        while count.value < _PROBE["workers"]:
+            if time.monotonic() > deadline:
+                return True, "timeout"
+            time.sleep(0.01)
+    return True, f"{'/'.join(_PROBE['tag'])} {os.getpid()}"
+
+
+def test_parallel_map_sends_chunks_of_32_items_to_that_many_initialised_workers(monkeypatch):
+    workers = 3 if os.cpu_count() == 2 else 2  # not the machine's CPU count (Pool's default)
+    monkeypatch.setitem(_PROBE, "count", mp.get_context("fork").Value("i", 0))
+    monkeypatch.setitem(_PROBE, "workers", workers)
+    out = L.parallel_map(_chunk_probe, list(range(32 * workers)), workers, _probe_init, ("a", "b"))
+    assert "timeout" not in out
+    tags, pids = zip(*(x.split() for x in out))
+    assert set(tags) == {"a/b"}  # every worker ran the initializer with initargs
+    assert all(len(set(pids[k:k + 32])) == 1 for k in range(0, len(pids), 32))  # one worker per chunk
+    assert len(set(pids)) == workers and str(os.getpid()) not in pids
+
+
+def _fork_probe(x):
+    return True, _PROBE["tag"][0]
+
+
+def test_parallel_map_forks_whatever_the_default_start_method(monkeypatch):
+    # the workers inherit this process's state (e.g. segmenters registered at run time) even where
+    # the default start method is not fork (Python 3.14 defaults to forkserver)
+    monkeypatch.setitem(_PROBE, "tag", ("set at run time",))
+    previous = mp.get_start_method(allow_none=True)
+    mp.set_start_method("spawn", force=True)
+    try:
+        assert L.parallel_map(_fork_probe, [0, 1], workers=2) == ["set at run time"] * 2
+    finally:
+        mp.set_start_method(previous, force=True)
+
+
+def test_parallel_map_progress_bar_redraws_once_a_second(capsys, monkeypatch):
+    import tqdm.std
+
+    clock = [0.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+
+    def half_a_second(x):
+        clock[0] += 0.5
+        return True, str(x)
+
+    assert L.parallel_map(half_a_second, list(range(1000))) == [str(x) for x in range(1000)]
+    shown = [int(m) for m in re.findall(r"\| *(\d+)/1000 ", capsys.readouterr().err)]
+    assert sorted(set(shown)) == list(range(0, 1001, 2))  # every 2 items = every second
 
 
 def test_parallel_map_progress_bar_from_1000_items(capsys):
