@@ -392,7 +392,7 @@ def test_parallel_map_sends_chunks_of_32_items_to_that_many_initialised_workers(
     monkeypatch.setitem(_PROBE, "workers", workers)
     out = L.parallel_map(_chunk_probe, list(range(32 * workers)), workers, _probe_init, ("a", "b"))
     assert "timeout" not in out
-    tags, pids = zip(*(x.split() for x in out))
+    tags, pids = zip(*(x.rsplit(" ", 1) for x in out))
     assert set(tags) == {"a/b"}  # every worker ran the initializer with initargs
     assert all(len(set(pids[k:k + 32])) == 1 for k in range(0, len(pids), 32))  # one worker per chunk
     assert len(set(pids)) == workers and str(os.getpid()) not in pids
