@@ -289,9 +289,27 @@ def _gpu_precision() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _reproduce(family: str) -> str:
+    """A family's reproduction (``scripts/reproduce.py``) as published in docs/results/reproduce/."""
+    sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
+    import repro_page
+
+    rel = f"docs/results/reproduce/{family}"
+    comparison = repro_page.load_family(os.path.join(REPO, rel))
+    anchor = f"{family}-{comparison['scale']}-scale"
+    return (f"From `{rel}/`, trained by `{comparison['command']}`; the curves, equal-update tables, scaling "
+            f"notes and verdict are in [results.md](results.md#{anchor}).\n\n"
+            + repro_page.summary_table(comparison) + "\n")
+
+
 RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),
            "gpu_train": (_gpu_train, "docs/mc_rnn.md"),
            "gpu_precision": (_gpu_precision, "docs/mc_rnn.md")}
+# every published reproduction is quoted on its family's page
+for _path in sorted(glob.glob(os.path.join(REPO, "docs", "results", "reproduce", "*", "comparison.json"))):
+    _family = os.path.basename(os.path.dirname(_path))
+    if _family in FAMILIES:
+        RESULTS[f"reproduce_{_family}"] = ((lambda f=_family: _reproduce(f)), FAMILIES[_family])
 
 
 def sections():
@@ -343,8 +361,10 @@ def main(argv=None) -> int:
         if current == body:
             continue
         if args.write:
-            with open(path, "w", encoding="utf-8") as f:
+            tmp = f"{path}.tmp.{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
                 f.write(replace(text, begin, body))
+            os.replace(tmp, path)
             print(f"{page}: {begin} rewritten")
         else:
             diff = difflib.unified_diff(current.splitlines(), body.splitlines(), f"{page} (embedded)",

@@ -6,6 +6,7 @@ pages' own data-preparation blocks (``provides=``), and checkpoints of 2 updates
 scale data, GPU boxes, long trainings) must be accepted by their programs' option parsers. The
 speed tables embedded in the pages must equal scripts/docs_speed_table.py's output.
 """
+import json
 import os
 import re
 import shutil
@@ -300,6 +301,30 @@ def _speed_table_module():
     import docs_speed_table
 
     return docs_speed_table
+
+
+def test_family_pages_quote_every_published_reproduction():
+    """Each family's results section is rendered from docs/results/reproduce/FAMILY, not retyped:
+    every published family has a generated table on its page, and its rows carry the JSON's
+    figures (a changed figure changes the row)."""
+    mod = _speed_table_module()
+    published = sorted(p.parent.name for p in (REPO / "docs" / "results" / "reproduce").glob("*/comparison.json"))
+    assert published and all(f"reproduce_{f}" in mod.RESULTS for f in published)
+    for family in published:
+        page = (REPO / mod.FAMILIES[family]).read_text(encoding="utf-8")
+        body = mod.embedded(page, mod.RESULTS_BEGIN.format(f"reproduce_{family}"))
+        assert body is not None, family
+        for path in (REPO / "docs" / "results" / "reproduce" / family).glob("*-s*.json"):
+            r = json.loads(path.read_text(encoding="utf-8"))
+            score = r["test"]["ppl"] if r["metric"] == "ppl" else r["test"]["bleu"]
+            row = f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} |"
+            assert row in body and f"| {r['dev_ppl']:.2f} | {score:.2f}" in body, (family, row)
+    sys.path.insert(0, str(REPO / "scripts" / "lib"))
+    import repro_page
+
+    comparison = repro_page.load_family(str(REPO / "docs" / "results" / "reproduce" / published[0]))
+    comparison["systems"][0]["test"]["bleu" if comparison.get("kind") != "lm" else "ppl"] = 12.34
+    assert "| 12.34" in repro_page.summary_table(comparison)
 
 
 def test_speed_ceilings_are_the_numbers_the_pages_count():

@@ -773,6 +773,36 @@ def test_dummy_batch_is_ignored(data):
     assert all(torch.equal(a, b.detach()) for a, b in zip(_tensors(dec.initial[2]), _tensors(dec.final[0])))
 
 
+def test_reused_batch_object_as_dummy_runs_without_the_live_state(data):
+    """fairseq's trainer keeps its first batch and reuses that object as the dummy batch: the state
+    attached to it as a real batch must not reach the dummy run (which would advance the carry)."""
+    task = make_task(data)
+    model, crit = stateful_lm(), NLL()
+    dec = model.decoder
+    samples = batches(task, "train")
+    task.train_step(samples[0], model, crit, FakeOptimizer(), update_num=0)
+    task.train_step(samples[1], model, crit, FakeOptimizer(), update_num=1)
+    assert "bptt_state" in samples[1]["net_input"]
+    carried = [t.clone() for t in _tensors(dec.final[1])]
+    task.train_step(samples[1], model, crit, FakeOptimizer(), update_num=2, ignore_grad=True)
+    assert "bptt_state" not in samples[1]["net_input"]
+    assert dec.initial[2] is None and dec.final[2] is None
+    task.train_step(samples[2], model, crit, FakeOptimizer(), update_num=3)  # continues from window 1
+    init = _tensors(dec.initial[3])
+    assert len(init) == len(carried) and all(torch.equal(a, b.detach()) for a, b in zip(init, carried))
+
+
+def test_no_carry_state_drops_a_state_attached_before(data):
+    task = make_task(data)
+    model, crit = stateful_lm(), NLL()
+    samples = batches(task, "train")
+    task.train_step(samples[0], model, crit, FakeOptimizer(), update_num=0)
+    assert "bptt_state" in samples[0]["net_input"]
+    task.cfg.no_carry_state = True
+    task.train_step(samples[0], model, crit, FakeOptimizer(), update_num=1)
+    assert "bptt_state" not in samples[0]["net_input"] and model.decoder.initial[1] is None
+
+
 def test_validation_and_evaluation_predict_every_token_once(data):
     task = make_task(data, batch_size_valid=2)
     model, crit = stateful_lm(), NLL()

@@ -220,7 +220,14 @@ class StatefulLanguageModelingTask(FairseqTask):
         return model
 
     def _attach_state(self, sample, stateful: bool, stream: Optional[str] = None):
-        if sample is None or "bptt_stream" not in sample or self.cfg.no_carry_state:
+        """Attach the stream's carried state to ``sample``; a sample that gets none (a dummy batch,
+        a stateless model, ``--no-carry-state``) loses any state attached to it earlier, so that a
+        reused batch object never runs on (and advances) a live carried state."""
+        if sample is None or "bptt_stream" not in sample:
+            return sample
+        if self.cfg.no_carry_state or not stateful:
+            sample.get("net_input", {}).pop("bptt_state", None)
+        if self.cfg.no_carry_state:
             return sample
         if not stateful:
             if not self._stateless_warned:

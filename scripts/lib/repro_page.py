@@ -47,6 +47,25 @@ def table(comparison: dict) -> str:
     return "\n".join(rows)
 
 
+def summary_table(comparison: dict) -> str:
+    """The comparison's headline rows for a family page: system, size, training length, dev and
+    test scores with the test interval and the p-value against the baseline."""
+    lm = comparison.get("kind") == "lm"
+    metric = "test ppl" if lm else "test BLEU"
+    rows = [f"| system | params | seed | updates | stopped by | dev ppl | {metric} (95% CI) | p vs baseline |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in comparison["systems"]:
+        t = r["test"]
+        score = t["ppl"] if lm else t["bleu"]
+        ci = f" ± {t['ci95']:.2f}" if t.get("ci95") is not None else ""
+        p = t.get("paired_bs_p_vs_baseline")
+        p = "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.3f}")
+        stopped = "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")
+        rows.append(f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} | {stopped} "
+                    f"| {r['dev_ppl']:.2f} | {score:.2f}{ci} | {p} |")
+    return "\n".join(rows)
+
+
 def equal_budget_tables(comparison: dict, points: int = 6) -> List[str]:
     """Dev perplexity of every system at equal updates (the update counts every run reached) and
     at equal wall time (the last validation within each budget), read from the JSON curves."""
