@@ -27,42 +27,42 @@ def _fmt_minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
+def _cells(comparison: dict, r: dict, p_digits: int) -> dict:
+    """One run's formatted figures: test score, its 95% half-width, p vs the baseline, stop reason."""
+    t = r["test"]
+    p = t.get("paired_bs_p_vs_baseline")
+    return {"score": f"{t['ppl'] if comparison.get('kind') == 'lm' else t['bleu']:.2f}",
+            "ci": f"{t['ci95']:.2f}" if t.get("ci95") is not None else None,
+            "p": "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.{p_digits}f}"),
+            "stopped": "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")}
+
+
+def _metric(comparison: dict) -> str:
+    return "test ppl" if comparison.get("kind") == "lm" else "test BLEU"
+
+
 def table(comparison: dict) -> str:
     """The comparison as a Markdown table (one row per system and seed)."""
-    lm = comparison.get("kind") == "lm"
-    metric = "test ppl" if lm else "test BLEU"
     rows = ["| system | arch | params | seed | epochs | updates | wall | stopped by | dev loss (bits) | dev ppl "
-            f"| {metric} | 95% CI | paired-bs p vs baseline |",
+            f"| {_metric(comparison)} | 95% CI | paired-bs p vs baseline |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in comparison["systems"]:
-        t = r["test"]
-        score = t["ppl"] if lm else t["bleu"]
-        ci = f"± {t['ci95']:.2f}" if t.get("ci95") is not None else "–"
-        p = t.get("paired_bs_p_vs_baseline")
-        p = "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.4f}")
-        stopped = "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")
+        c = _cells(comparison, r, 4)
         rows.append(f"| {r['label']} | `{r['arch']}` | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['epochs']} "
-                    f"| {r['updates']} | {_fmt_minutes(r['wall_s'])} | {stopped} | {r['dev_loss_bits']:.3f} "
-                    f"| {r['dev_ppl']:.2f} | {score:.2f} | {ci} | {p} |")
+                    f"| {r['updates']} | {_fmt_minutes(r['wall_s'])} | {c['stopped']} | {r['dev_loss_bits']:.3f} "
+                    f"| {r['dev_ppl']:.2f} | {c['score']} | {'± ' + c['ci'] if c['ci'] else '–'} | {c['p']} |")
     return "\n".join(rows)
 
 
 def summary_table(comparison: dict) -> str:
     """The comparison's headline rows for a family page: system, size, training length, dev and
     test scores with the test interval and the p-value against the baseline."""
-    lm = comparison.get("kind") == "lm"
-    metric = "test ppl" if lm else "test BLEU"
-    rows = [f"| system | params | seed | updates | stopped by | dev ppl | {metric} (95% CI) | p vs baseline |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [f"| system | params | seed | updates | stopped by | dev ppl | {_metric(comparison)} (95% CI) "
+            "| p vs baseline |", "|---|---|---|---|---|---|---|---|"]
     for r in comparison["systems"]:
-        t = r["test"]
-        score = t["ppl"] if lm else t["bleu"]
-        ci = f" ± {t['ci95']:.2f}" if t.get("ci95") is not None else ""
-        p = t.get("paired_bs_p_vs_baseline")
-        p = "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.3f}")
-        stopped = "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")
-        rows.append(f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} | {stopped} "
-                    f"| {r['dev_ppl']:.2f} | {score:.2f}{ci} | {p} |")
+        c = _cells(comparison, r, 3)
+        rows.append(f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} | {c['stopped']} "
+                    f"| {r['dev_ppl']:.2f} | {c['score']}{' ± ' + c['ci'] if c['ci'] else ''} | {c['p']} |")
     return "\n".join(rows)
 
 
