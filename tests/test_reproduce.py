@@ -243,6 +243,14 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
     corpus = shared_data / "tatoeba-zh-en"
     refs = (corpus / "valid.en").read_text(encoding="utf-8").splitlines()[:24]  # the official validation set
     bleu = sacrebleu.metrics.BLEU(lowercase=True)
+    # dev: every 26th pair of the length-ordered training file (26,655 // 1,000), train: the others in order
+    authors = (corpus / "train.attribution").read_text(encoding="utf-8").splitlines()
+    stride = len(authors) // 1000
+    assert stride == 26
+    train_authors = [a for i, a in enumerate(authors) if i % stride != stride - 1 or i >= 1000 * stride][:300]
+    zh = (corpus / "train.zh").read_text(encoding="utf-8").splitlines()
+    assert (fam / "data" / "split" / "valid.zh").read_text(encoding="utf-8").splitlines() == \
+        [zh[i] for i in range(stride - 1, 1000 * stride, stride)][:24]
     results, hyps = {}, {}
     trained = [x for x in LATTICE_SYSTEMS if x[0] != "swl_gating"]
     assert not (fam / "swl_gating-s1").exists()  # not selected by --systems
@@ -261,8 +269,7 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         # the source dictionary of the system's own kind is kept beside the checkpoint, with the authors
         for f in ("dict.zh.txt", "dict.en.txt"):
             assert (sdir / "checkpoints" / f).read_bytes() == (fam / "data" / "bin" / kind / f).read_bytes()
-        assert (sdir / "checkpoints" / "train.attribution").read_text(encoding="utf-8").splitlines() == \
-            (corpus / "train.attribution").read_text(encoding="utf-8").splitlines()[:300]
+        assert (sdir / "checkpoints" / "train.attribution").read_text(encoding="utf-8").splitlines() == train_authors
         hyps[name] = (sdir / "test" / "hyp.txt").read_text(encoding="utf-8").splitlines()
         assert len(hyps[name]) == 24
         assert r["test"]["bleu"] == pytest.approx(bleu.corpus_score(hyps[name], [refs]).score, abs=0.006)

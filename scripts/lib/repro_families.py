@@ -219,8 +219,9 @@ FAMILIES["dpn_s2s"] = Family(
 # lattice_translation, which batches every kind by source characters: with one seed the four systems
 # see the same batches, and the English side (Moses-tokenized, cased, no BPE) is the same for all.
 TATOEBA_ZH_EN_CPU = ("Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the corpus's *.attribution files): "
-                     "first 25,655 training pairs = train (all within the paper's length filter: <= 70 characters, "
-                     "<= 50 words), last 1,000 training pairs = dev, the official 1,000-pair validation set = test; "
+                     "every 26th training pair = dev (1,000 pairs spread over the training file, which is ordered "
+                     "by length), the other 25,655 = train (all within the paper's length filter: <= 70 characters, "
+                     "<= 50 words), the official 1,000-pair validation set = test; "
                      "English Moses-tokenized (cased, no BPE), Chinese as jieba+thulac+snownlp lattices (DWL/SWL), "
                      "jieba word chains (word level) or character chains (char level), word types seen >= 2 times "
                      "(scripts/recipes/lattice_zh_en_small.sh); case-insensitive BLEU, as in the paper")
@@ -249,8 +250,7 @@ FAMILIES["lattice"] = Family(
                            "pairs, 135 updates per epoch; the paper: 80 sentences); timed on 20 updates of the full "
                            "training data at one thread: DWL-GRU + Gating 0.59 CPU-s per update (0.34 at width 128), "
                            "SWL-GRU + Gating 0.61 (0.34), word level 0.56 (0.29), char level 0.54 (0.28), i.e. about "
-                           "80 s per epoch for each and 20-25 min for the ~15 epochs of a run; the dev set is the "
-                           "last 1,000 training pairs, the corpus's longest (it is ordered by length); "
+                           "80 s per epoch for each and 20-25 min for the ~15 epochs of a run; "
                            + LATTICE_SCHEDULE_NOTE + "; early-stopping patience 2 validations, max-epoch cap 30"),
     },
     data_cpu=TATOEBA_ZH_EN_CPU,

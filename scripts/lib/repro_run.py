@@ -218,6 +218,14 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
 LATTICE_SEGMENTERS = {"lattice": "jieba,thulac,snownlp", "word": "jieba", "char": "char"}
 
 
+def systematic_dev_indices(n: int, dev_size: int) -> List[int]:
+    """The dev pairs of an ordered corpus: every (n // dev_size)-th pair, the last of each stride,
+    ``dev_size`` of them, so that the dev set spans the corpus's order (Tatoeba's training file is
+    sorted by length: its last pairs are twice as long as the rest and as the test set)."""
+    stride = n // dev_size
+    return [stride * k + stride - 1 for k in range(dev_size)]
+
+
 def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
                         limit_eval: Optional[int], dev_size: int = 1000) -> Data:
     """Tatoeba Zh-En split as ``repro_families.TATOEBA_ZH_EN_CPU`` says (each pair's attribution line
@@ -233,7 +241,8 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
         raise ReproError(f"family '{family.name}': unknown lattice data kind(s) {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(LATTICE_SEGMENTERS))})")
     ddir = os.path.join(out, "data")
-    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "kinds": kinds}
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "kinds": kinds,
+                "dev_split": "systematic"}
     done = _prepared_earlier(ddir, settings)
     if done is not None:
         return done
@@ -261,13 +270,15 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
     write_json(marker, settings)
     split_dir = os.path.join(ddir, "split")
     os.makedirs(split_dir, exist_ok=True)
+    dev_idx = set(systematic_dev_indices(n, dev_size))
     n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
     for key in train:
-        _write_lines(os.path.join(split_dir, f"train.{key}"), train[key][:n_train])
-        _write_lines(os.path.join(split_dir, f"valid.{key}"), train[key][n - dev_size:][:limit_eval])
+        rest = [x for i, x in enumerate(train[key]) if i not in dev_idx]
+        _write_lines(os.path.join(split_dir, f"train.{key}"), rest[:n_train])
+        _write_lines(os.path.join(split_dir, f"valid.{key}"), [train[key][i] for i in sorted(dev_idx)][:limit_eval])
     for key in test:
         _write_lines(os.path.join(split_dir, f"test.{key}"), test[key][:limit_eval])
-    n_dev, n_test = len(train[src][n - dev_size:][:limit_eval]), len(test[src][:limit_eval])
+    n_dev, n_test = min(dev_size, limit_eval or dev_size), len(test[src][:limit_eval])
     say(f"{family.name}: preparing data ({n_train} train / {n_dev} dev / {n_test} test pairs; "
         f"Chinese as {', '.join(kinds)})")
     cmd = ["env", "PREP_ONLY=1", "WORKERS=1", f"SYSTEMS={' '.join(kinds)}", "bash",
@@ -278,9 +289,9 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
     kept = len(_read_lines(os.path.join(ddir, "raw", f"train.{tgt}")))
     limited = "" if limit_eval is None else f" (first {limit_eval})"
     desc = (f"Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the *.attribution files beside the data): "
-            f"training pairs 1-{n_train} = train ({kept} kept by the paper's length filter: <= 70 characters, "
-            f"<= 50 words), the last {dev_size} training pairs = dev{limited}, the official validation set = "
-            f"test{limited}; English Moses-tokenized (cased, no BPE), Chinese as "
+            f"every {n // dev_size}th training pair = dev ({dev_size} pairs spread over the corpus, which is "
+            f"ordered by length){limited}, the first {n_train} others = train ({kept} kept by the paper's length "
+            f"filter: <= 70 characters, <= 50 words), the official validation set = test{limited}; English Moses-tokenized (cased, no BPE), Chinese as "
             + ", ".join({"lattice": "jieba+thulac+snownlp lattices", "word": "jieba word chains",
                          "char": "character chains"}[k] for k in kinds)
             + ", word types seen >= 2 times (scripts/recipes/lattice_zh_en_small.sh)")
