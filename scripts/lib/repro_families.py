@@ -246,11 +246,9 @@ FAMILIES["lattice"] = Family(
     scales={
         "cpu": Scale(width=256, max_tokens=2000, patience=2, max_epoch=30, dropout=0.2,
                      notes="widths 320 / 512 -> 256 / 256 (embeddings / hidden units, every system), dropout 0 -> "
-                           "0.2 (a 26k-pair corpus), batches of 2,000 source characters or target tokens (about 190 "
-                           "pairs, 135 updates per epoch; the paper: 80 sentences); timed on 20 updates of the full "
-                           "training data at one thread: DWL-GRU + Gating 0.59 CPU-s per update (0.34 at width 128), "
-                           "SWL-GRU + Gating 0.61 (0.34), word level 0.56 (0.29), char level 0.54 (0.28), i.e. about "
-                           "80 s per epoch for each and 20-25 min for the ~15 epochs of a run; "
+                           "0.2 (a 26k-pair corpus), batches of 2,000 source characters or target tokens (about 180 "
+                           "pairs, 140 updates per epoch; the paper: 80 sentences); one thread per system: 60-70 s per "
+                           "epoch and 16-21 min to early stopping (14-20 epochs) for each system; "
                            + LATTICE_SCHEDULE_NOTE + "; early-stopping patience 2 validations, max-epoch cap 30"),
     },
     data_cpu=TATOEBA_ZH_EN_CPU,
