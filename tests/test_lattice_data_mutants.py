@@ -17,6 +17,18 @@ FIG1 = "下雨天地面积水"
 CTB, PKU, MSR = ["下雨天", "地面", "积水"], ["下", "雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]
 
 
+@pytest.fixture(autouse=True)
+def _own_tqdm_lock(monkeypatch):
+    """Each test's progress bars get a lock of their own.  tqdm's default lock holds a semaphore
+    shared by every process forked after it was made: a forked test run killed while holding it
+    (mutation testing kills the runs that time out) would block every later run's bars."""
+    import threading
+
+    import tqdm.std
+
+    monkeypatch.setattr(tqdm.std.tqdm, "_lock", threading.RLock(), raising=False)
+
+
 def _err(fn, *args, **kwargs):
     with pytest.raises(LatticeError) as e:
         fn(*args, **kwargs)
