@@ -168,6 +168,19 @@ def _prepared_earlier(ddir: str, settings: dict) -> Optional[Data]:
     return Data(**info["data"])
 
 
+def _read_parallel(corpus: str, src: str, tgt: str, dev_size: int):
+    """A corpus's ``train.*`` and ``valid.*`` (= our test set) sides and its number of training
+    pairs; one line when the sides' line counts differ or there are too few pairs for the dev set."""
+    train = {l: _read_lines(os.path.join(corpus, f"train.{l}")) for l in (src, tgt)}
+    test = {l: _read_lines(os.path.join(corpus, f"valid.{l}")) for l in (src, tgt)}
+    n = len(train[src])
+    if len(train[tgt]) != n or len(test[src]) != len(test[tgt]):
+        raise ReproError(f"{corpus}: source and target line counts differ")
+    if n <= dev_size:
+        raise ReproError(f"{corpus}/train.{src}: {n} pairs, need more than the {dev_size} dev pairs")
+    return train, test, n
+
+
 def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
                             limit_eval: Optional[int], dev_size: int = 1000) -> Data:
     """Multi30k De-En split as ``repro_families.MULTI30K_CPU`` says, then scripts/preprocess.sh
@@ -179,13 +192,7 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
     if done is not None:
         return done
     corpus = os.path.join(data_root, "multi30k-de-en")
-    train = {l: _read_lines(os.path.join(corpus, f"train.{l}")) for l in (src, tgt)}
-    test = {l: _read_lines(os.path.join(corpus, f"valid.{l}")) for l in (src, tgt)}
-    n = len(train[src])
-    if len(train[tgt]) != n or len(test[src]) != len(test[tgt]):
-        raise ReproError(f"{corpus}: source and target line counts differ")
-    if n <= dev_size:
-        raise ReproError(f"{corpus}/train.{src}: {n} pairs, need more than the {dev_size} dev pairs")
+    train, test, n = _read_parallel(corpus, src, tgt, dev_size)
     raw = os.path.join(ddir, "raw")
     os.makedirs(raw, exist_ok=True)
     n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
@@ -247,13 +254,7 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
     if done is not None:
         return done
     corpus = os.path.join(data_root, "tatoeba-zh-en")
-    train = {l: _read_lines(os.path.join(corpus, f"train.{l}")) for l in (src, tgt)}
-    test = {l: _read_lines(os.path.join(corpus, f"valid.{l}")) for l in (src, tgt)}
-    n = len(train[src])
-    if len(train[tgt]) != n or len(test[src]) != len(test[tgt]):
-        raise ReproError(f"{corpus}: source and target line counts differ")
-    if n <= dev_size:
-        raise ReproError(f"{corpus}/train.{src}: {n} pairs, need more than the {dev_size} dev pairs")
+    train, test, n = _read_parallel(corpus, src, tgt, dev_size)
     for split, count in (("train", n), ("valid", len(test[src]))):  # CC-BY: the authors go with the pairs
         path = os.path.join(corpus, f"{split}.attribution")
         if os.path.isfile(path):
