@@ -297,9 +297,11 @@ def _reproduce(family: str) -> str:
     rel = f"docs/results/reproduce/{family}"
     comparison = repro_page.load_family(os.path.join(REPO, rel))
     anchor = f"{family}-{comparison['scale']}-scale"
+    seeds = repro_page.seed_table(comparison)
     return (f"From `{rel}/`, trained by `{comparison['command']}`; the curves, equal-update tables, scaling "
             f"notes and verdict are in [results.md](results.md#{anchor}).\n\n"
-            + repro_page.summary_table(comparison) + "\n")
+            + repro_page.summary_table(comparison) + "\n"
+            + ("\n" + "\n".join(seeds) if seeds else ""))
 
 
 RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),

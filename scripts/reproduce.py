@@ -13,7 +13,9 @@ plateau, early stopping with patience, a ``--max-epoch`` safety cap that is repo
 system and ``--jobs`` systems at a time; translates the test set with beam 5 (scripts/generate.sh)
 and scores it with scripts/score.py (detokenized sacrebleu with its signature); runs sacrebleu's
 paired bootstrap of each system against the baseline; and draws the learning curves (dev loss vs
-updates and vs wall time).  Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
+updates and vs wall time).  With ``--seeds N`` every system is trained with seeds 1..N, and the
+comparison adds each system's mean and sd over seeds and a paired bootstrap of the seed-averaged
+score between every two systems (scripts/lib/repro_seeds.py; Clark et al. 2011).  Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
 dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
 where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
 ``--publish`` copies the JSON and the curves to docs/results/reproduce/FAMILY/ and rewrites

@@ -19,7 +19,9 @@ max-epoch safety cap reported when hit), one thread per system.  Generated from 
 `docs/results/reproduce/` by `python scripts/reproduce.py --page-only`; each table shows the
 command that reproduces it.  BLEU is detokenized sacrebleu (signature under each table) with the
 95% interval of sacrebleu's paired bootstrap (1,000 resamples) and its p-value against the
-baseline.  Wall times are on a shared 2-core machine: compare updates, not minutes, across rows.
+baseline.  Where a family was run with several seeds, a second table gives each system's mean and
+sd over seeds and the paired bootstrap of the seed-averaged score (Clark et al. 2011).  Wall times
+are on a shared 2-core machine: compare updates, not minutes, across rows.
 """
 
 
@@ -66,13 +68,50 @@ def summary_table(comparison: dict) -> str:
     return "\n".join(rows)
 
 
+def seed_table(comparison: dict) -> List[str]:
+    """Every system over its seeds (``comparison['seed_summary']``, written by ``repro_seeds``):
+    the scores per seed, their mean and sd, the gap to the baseline, in how many seeds the system
+    beat the baseline's run of the same seed, and the seed-pooled paired-bootstrap p-values."""
+    summary = comparison.get("seed_summary") or {}
+    if not summary.get("systems"):
+        return []
+    labels = {r["system"]: r["label"] for r in comparison["systems"]}
+    order = comparison.get("system_order", [])
+    names = sorted(summary["systems"], key=lambda n: (order.index(n) if n in order else len(order), n))
+    metric = _metric(comparison)
+    lines = [f"Over seeds: {summary['method']}.", "",
+             f"| system | seeds | {metric} per seed | mean ± sd | Δ vs baseline | beats the baseline's run "
+             "| pooled p vs baseline |", "|---|---|---|---|---|---|---|"]
+    for n in names:
+        r = summary["systems"][n]
+        per_seed = " / ".join(f"{x:.2f}" for x in r["scores"])
+        if n == comparison["baseline"]:
+            delta, wins, p = "–", "(baseline)", "–"
+        else:
+            delta = f"{r['delta_vs_baseline']:+.2f}"
+            wins = f"{r['better_than_baseline_in']} of {r['paired_seeds']}"
+            p = f"{r['pooled_p_vs_baseline']:.3f}"
+        lines.append(f"| {labels.get(n, n)} | {len(r['seeds'])} | {per_seed} | {r['mean']:.2f} ± {r['sd']:.2f} "
+                     f"| {delta} | {wins} | {p} |")
+    others = [(pair, p) for pair, p in summary["pooled_p"].items() if comparison["baseline"] not in pair.split("|")]
+    if others:
+        lines += ["", "Pooled p between the other systems: " + "; ".join(
+            f"{labels.get(a, a)} vs {labels.get(b, b)} {p:.3f}" for (a, b), p in
+            ((pair.split("|"), p) for pair, p in others)) + "."]
+    return lines + [""]
+
+
 def equal_budget_tables(comparison: dict, points: int = 6) -> List[str]:
     """Dev perplexity of every system at equal updates (the update counts every run reached) and
     at equal wall time (the last validation within each budget), read from the JSON curves."""
     runs = comparison["systems"]
     if not runs or not all(r["curve"] for r in runs):
         return []
-    names = [f"{r['label']} (seed {r['seed']})" if len({x['seed'] for x in runs}) > 1 else r["label"] for r in runs]
+    first = min(r["seed"] for r in runs)
+    if any(r["seed"] != first for r in runs):  # one column per system: its first seed's run
+        runs = [r for r in runs if r["seed"] == first]
+    names = [f"{r['label']} (seed {r['seed']})" if len(runs) < len(comparison["systems"]) else r["label"]
+             for r in runs]
     common = sorted(set.intersection(*[{p["updates"] for p in r["curve"]} for r in runs]))
     lines = []
     if common:
@@ -105,14 +144,20 @@ def draw_curves(comparison: dict, path: str):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for r in comparison["systems"]:
+    colors, styles = {}, ["-", "--", ":", "-."]
+    seeds = sorted({r["seed"] for r in comparison["systems"]})
+    for r in comparison["systems"]:  # one colour per system, one line style per seed
         curve = r["curve"]
         label = f"{r['label']} (seed {r['seed']})"
         ups = [p["updates"] for p in curve]
         mins = [p["wall_s"] / 60 for p in curve]
         loss = [p["dev_loss"] for p in curve]
-        line, = axes[0].plot(ups, loss, marker="o", ms=3, label=label)
-        axes[1].plot(mins, loss, marker="o", ms=3, color=line.get_color(), label=label)
+        style = dict(marker="o", ms=3, ls=styles[seeds.index(r["seed"]) % len(styles)], label=label)
+        if r["system"] in colors:
+            style["color"] = colors[r["system"]]
+        line, = axes[0].plot(ups, loss, **style)
+        colors[r["system"]] = style["color"] = line.get_color()
+        axes[1].plot(mins, loss, **style)
     axes[0].set_xlabel("updates")
     axes[1].set_xlabel("wall time (min, one thread per system)")
     for ax in axes:
@@ -188,7 +233,7 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List
     if comparison.get("scale_notes"):
         lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
     lines += ["Reproduce:", "", "<!-- doc-test: parse (trains every system to convergence) -->", "```bash",
-              comparison["command"], "```", "", table(comparison), "",
+              comparison["command"], "```", "", table(comparison), "", *seed_table(comparison),
               ("Metric: " if comparison.get("kind") == "lm" else "BLEU signature: ")
               + "; ".join(f"`{s}`" for s in sigs) + ".", ""]
     lines.append("Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else

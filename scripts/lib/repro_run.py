@@ -848,8 +848,27 @@ def compare(ctx: dict, results: List[dict]) -> dict:
                   "scale_notes": ctx["scale"].notes, "command": ctx["command"], "systems": results}
     if family.reference:
         comparison["paper_reference"] = family.reference
+    if len({r["seed"] for r in results}) > 1:
+        comparison["seed_summary"] = summarise_seeds(ctx, results)
     write_json(os.path.join(out, "comparison.json"), comparison)
     return comparison
+
+
+def summarise_seeds(ctx: dict, results: List[dict]) -> dict:
+    """Mean and sd over seeds and the seed-pooled paired bootstrap (``repro_seeds``) of the runs'
+    test outputs."""
+    import repro_seeds
+
+    family, out = ctx["family"], ctx["out"]
+    keys = [(r["system"], r["seed"]) for r in results]
+    run_dir = lambda key: os.path.join(out, f"{key[0]}-s{key[1]}", "test")  # noqa: E731
+    if family.kind == "lm":
+        stats, score = repro_seeds.perplexity_statistics({k: os.path.join(run_dir(k), "sentence_nll.json")
+                                                          for k in keys})
+    else:
+        stats, score = repro_seeds.bleu_statistics({k: os.path.join(run_dir(k), "hyp.txt") for k in keys},
+                                                   ctx["data"].test_ref)
+    return repro_seeds.seed_summary(stats, score, family.baseline.name, higher_is_better=family.kind != "lm")
 
 
 # ---- extra test sets -----------------------------------------------------------------------------
