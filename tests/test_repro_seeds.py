@@ -190,14 +190,3 @@ def test_the_harness_summarises_the_runs_it_trained(tmp_path):
     assert summary["systems"][other]["better_than_baseline_in"] == 3
     assert "pooled_p_vs_baseline" not in summary["systems"][base]
 
-
-def test_equal_budget_tables_keep_one_column_per_system_with_several_seeds():
-    comparison = repro_page.load_family(str(REPO / "docs" / "results" / "reproduce" / "lattice"))
-    one_seed = repro_page.equal_budget_tables(comparison)
-    n = len({r["system"] for r in comparison["systems"]})
-    assert one_seed[2].count("|") == n + 2 and "(seed" not in one_seed[2]
-    comparison["systems"] = comparison["systems"] + [
-        {**r, "seed": 2, "curve": [{**p, "dev_ppl": 99.0} for p in r["curve"]]} for r in comparison["systems"]]
-    lines = repro_page.equal_budget_tables(comparison)
-    assert lines[2].count("|") == n + 2 and lines[2].count("(seed 1)") == n
-    assert not any("99.00" in line for line in lines)

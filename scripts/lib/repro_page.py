@@ -224,6 +224,18 @@ def entropy_tables(comparison: dict) -> List[str]:
     return lines
 
 
+def other_commands(comparison: dict) -> List[str]:
+    """The runs of the table that an earlier command trained (a later ``--systems`` or ``--seeds``
+    run adds to a published comparison), each with its own command."""
+    runs = [r for r in comparison["systems"] if r.get("command") and r["command"] != comparison["command"]]
+    if not runs:
+        return []
+    by_command = {}
+    for r in runs:
+        by_command.setdefault(r["command"], []).append(f"{r['label']}, seed {r['seed']}")
+    return [f"Trained by `{cmd}`: {'; '.join(names)}." for cmd, names in by_command.items()] + [""]
+
+
 def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List[str]:
     sigs = sorted({r["test"].get("signature") or r["test"].get("label", "") for r in comparison["systems"]})
     capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
@@ -233,7 +245,8 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List
     if comparison.get("scale_notes"):
         lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
     lines += ["Reproduce:", "", "<!-- doc-test: parse (trains every system to convergence) -->", "```bash",
-              comparison["command"], "```", "", table(comparison), "", *seed_table(comparison),
+              comparison["command"], "```", "", *other_commands(comparison), table(comparison), "",
+              *seed_table(comparison),
               ("Metric: " if comparison.get("kind") == "lm" else "BLEU signature: ")
               + "; ".join(f"`{s}`" for s in sigs) + ".", ""]
     lines.append("Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
