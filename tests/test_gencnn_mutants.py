@@ -3,10 +3,12 @@ reference tests of tests/test_gencnn.py do not reach, each checked against value
 (activations from their formulas, layer specs, the initialisation bounds of Section 4.1 / fan-in
 scaling per parameter, the βCNN switch for L_β = 0 and L_β = 1)."""
 import math
+from collections import Counter
 
 import pytest
 import torch
 
+from fairseq_local.modules import gencnn_layers
 from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, get_activation, parse_layers
 from test_gencnn import make_decoder, random_tokens, ref_body, ref_unit
 
@@ -199,6 +201,9 @@ def test_beta_needs_layers_and_a_positive_length():
     none = GenCNNBody(E, 9, alpha, 7, L_beta=6, beta_layers=None, init_range=0.4).double()
     assert none.beta is None and none.L_beta == 0 and none.history_size == 9
     torch.manual_seed(0)
+    unset = GenCNNBody(E, 9, alpha, 7, beta_layers=beta, init_range=0.4).double()  # L_β defaults to 0
+    assert unset.beta is None and not unset.use_beta and unset.L_beta == 0 and unset.history_size == 9
+    torch.manual_seed(0)
     full = GenCNNBody(E, 9, alpha, 7, L_beta=6, beta_layers=beta, init_range=0.4).double()
     assert full.use_beta and full.L_beta == 6 and full.history_size == 15
     emb = torch.randn(2, 14, E, dtype=torch.float64)
@@ -385,3 +390,101 @@ def test_beta_with_time_arrow_maps_equals_reference():
                       init_range=0.4).double()
     assert not body.beta.is_chain
     _assert_body_equals_reference(body, (6, 10, 5 + 2 * 5 + 1), seed=6)
+
+
+# ----------------------------------------------------------- layer patterns of the per-window path
+@pytest.mark.parametrize("alpha", [
+    [(3, 0, 2), (2, 1, 0)],  # TIME-FLOW maps above a TIME-ARROW-only layer: no TIME-FLOW input below
+    [(3, 0, 2), (2, 2, 1)],
+    [(3, 2, 2), (2, 1, 0)],  # one TIME-FLOW map reading both kinds (no shared stream), no TIME-ARROW
+    [(3, 2, 2), (2, 0, 2)],  # TIME-ARROW maps only, above both kinds
+    [(3, 1, 2), (2, 1, 1)],  # a single TIME-FLOW map below
+])
+def test_tf_input_all_layer_patterns_equal_reference(alpha):
+    """tf_input="all": every pattern of map kinds over two layers (the second layer's TIME-FLOW maps
+    read the TIME-ARROW maps below, so only the first layer is a shared stream), with a βCNN of the
+    same kind (TIME-ARROW maps, then one TIME-FLOW map), whole-sentence forward = the recursion."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 6, alpha, 4, L_beta=3, beta_layers=[(2, 0, 2), (1, 1, 0)], tf_input="all",
+                      init_range=0.4).double()
+    assert not body.alpha.is_chain and not body.beta.is_chain
+    _assert_body_equals_reference(body, (3, 7, 13), seed=8)
+
+
+def test_single_layer_stacks_with_several_final_locations_equal_reference():
+    """One layer of both kinds in αCNN and βCNN (window 5 -> conv 4 -> 2 final locations, location 1
+    read from the shared TIME-FLOW stream); the βCNN has TIME-ARROW maps, so its recursion runs
+    through the per-window path block by block (blocks at r0 = 0, 4, 8): sentences shorter than
+    L_α (no βCNN), one, two and three blocks."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 4, [(2, 2, 1)], 4, L_beta=4, beta_layers=[(2, 2, 1)], init_range=0.4).double()
+    assert body.alpha.shapes[0].n_out == 2 and body.beta.shapes[0].n_out == 2 and not body.beta.is_chain
+    _assert_body_equals_reference(body, (2, 4, 7, 11, 15), seed=9)
+
+
+def test_forward_sequence_refuses_windows_past_the_end():
+    """A sequence of P positions has P - window + 1 windows: asking for more (from r0) is refused
+    with the numbers (r0, windows asked, P, window); within the bound the windows equal the
+    explicit ones."""
+    torch.manual_seed(0)
+    stack = GatedConvStack(4, E, [(2, 2, 1)], 3, init_range=0.4).double()
+    seq = torch.randn(2, 7, E, dtype=torch.float64)  # windows r = 0 .. 3
+    slot = torch.randn(2, 2, E, dtype=torch.float64)
+    got = stack.forward_sequence(seq, slot, r0=2)
+    windows = torch.stack([seq[:, r:r + 4] for r in (2, 3)], 1).clone()
+    windows[:, :, 0] = slot
+    torch.testing.assert_close(got, stack.forward_windows(windows.view(4, 4, E)).view(2, 2, 3), rtol=0, atol=1e-12)
+    for r0, R in ((0, 6), (3, 2)):
+        with pytest.raises(AssertionError) as err:
+            stack.forward_sequence(seq, torch.zeros(2, R, E, dtype=torch.float64), r0=r0)
+        assert err.value.args == ((r0, R, 7, 4),)
+
+
+def test_whole_sentence_forward_does_not_depend_on_the_default_device():
+    """The gather indices are built on the input's device: under another default device (here
+    "meta") the forward of CPU tensors gives the same values (no index tensor of the default device
+    is mixed in)."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 6, [(2, 2, 1), (2, 1, 1)], 4, L_beta=3, beta_layers=[(2, 2, 0)], init_range=0.4).double()
+    emb = torch.randn(2, 13, E, dtype=torch.float64)
+    nonpad = torch.ones(2, 13, dtype=torch.bool)
+    gencnn_layers._row_index.cache_clear()  # indices are cached per shape: build them in the context
+    with torch.device("meta"):
+        out, _ = body(emb, nonpad)
+    assert out.device.type == "cpu"
+    for b in range(2):
+        torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12)
+
+
+def test_whole_sentence_forward_computes_each_map_once(monkeypatch):
+    """The vectorisation's cost: TIME-FLOW layers reading only TIME-FLOW maps are shared dilated
+    convolutions (never per-window products), every other kind of map goes through one per-window
+    product per layer (convolution and gate; once per recursion block in the βCNN), and the βCNN's
+    shared streams are computed once for all blocks of its recursion."""
+    torch.manual_seed(0)
+    body = GenCNNBody(E, 6, [(2, 2, 1), (2, 1, 1)], 4, L_beta=3, beta_layers=[(2, 2, 1)], tf_input="all",
+                      init_range=0.4).double()
+    names = {id(p): n for n, p in body.named_parameters()}
+    products, streams = Counter(), Counter()
+    conv, shared_streams = GatedConvStack._conv, GatedConvStack.shared_streams
+
+    def counting_conv(self, parts, W, *args):
+        products[names[id(W)]] += 1
+        return conv(self, parts, W, *args)
+
+    def counting_streams(self, seq):
+        streams["beta" if self is body.beta else "alpha"] += 1
+        return shared_streams(self, seq)
+
+    monkeypatch.setattr(GatedConvStack, "_conv", counting_conv)
+    monkeypatch.setattr(GatedConvStack, "shared_streams", counting_streams)
+    emb = torch.randn(2, 13, E, dtype=torch.float64)  # 7 βCNN positions: blocks of 3, 3, 1
+    nonpad = torch.ones(2, 13, dtype=torch.bool)
+    out, _ = body(emb, nonpad)
+    assert streams == {"alpha": 1, "beta": 1}
+    # αCNN: layer 1's TIME-FLOW maps are a shared stream, layer 2's read the TIME-ARROW maps too
+    alpha = ["alpha.w.conv_ta_w0", "alpha.w.gate_ta_w0", "alpha.w.conv_ta_w1", "alpha.w.gate_ta_w1",
+             "alpha.w.conv_tf_w1", "alpha.w.gate_tf_w1"]
+    assert products == Counter({**{n: 1 for n in alpha}, "beta.w.conv_ta_w0": 3, "beta.w.gate_ta_w0": 3})
+    for b in range(2):
+        torch.testing.assert_close(out[b], ref_body(body, emb[b], nonpad[b]), rtol=0, atol=1e-12)

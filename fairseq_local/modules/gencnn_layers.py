@@ -427,8 +427,9 @@ class GatedConvStack(nn.Module):
         ta_win: Optional[Tensor] = None
         for li, s in enumerate(self.shapes):
             shared = li < len(streams) - 1
-            need_tf_win = (s.n_ta > 0 and (li == 0 or self.shapes[li - 1].n_tf)) or \
-                (s.n_tf > 0 and not shared)
+            # a layer above one with no TIME-FLOW maps has no TIME-FLOW input to gather
+            need_tf_win = (li == 0 or self.shapes[li - 1].n_tf > 0) and \
+                (s.n_ta > 0 or (s.n_tf > 0 and not shared))
             if need_tf_win and tf_win is None:  # gather the TIME-FLOW input of every window
                 Seq, _, a, d = streams[li]
                 tf_win = _gather_rows(Seq, tf_loc0, R, a, d, s.n_in, r0, window_major=True)
