@@ -142,6 +142,23 @@ def test_window_length_bound():
                               "locations); enlarge L or shrink kernels")
 
 
+
+@pytest.mark.parametrize("layers,bad", [([(2, 0, 0)], "layer 1 needs at least one feature map, got 0 TIME-FLOW "
+                                                      "and 0 TIME-ARROW"),
+                                        ([(2, 2, 1), (2, 0, 0)], "layer 2 needs at least one feature map, got 0 "
+                                                                 "TIME-FLOW and 0 TIME-ARROW"),
+                                        ([(2, -1, 2)], "layer 1 needs at least one feature map, got -1 TIME-FLOW "
+                                                       "and 2 TIME-ARROW")])
+def test_a_layer_without_feature_maps_is_refused(layers, bad):
+    """A layer with no maps (or a negative count) would hand the next layer nothing to read: the
+    constructor refuses it as parse_layers refuses the spec."""
+    with pytest.raises(ValueError) as err:
+        GatedConvStack(6, E, layers, 4)
+    assert str(err.value) == "αCNN: " + bad
+    with pytest.raises(ValueError, match="bad layer spec"):
+        parse_layers(",".join(str(layer) for layer in layers))
+
+
 # --------------------------------------------------------------------------- initialisation
 LAYERS = [(3, 6, 5), (2, 4, 1)]  # window 12 -> conv 10 -> 5 -> conv 4 -> 2
 

@@ -145,6 +145,9 @@ class GatedConvStack(nn.Module):
         n_in, prev_tf, prev_all = window, in_dim, in_dim
         for li, (k, n_tf, n_ta) in enumerate(layers):
             c_tf = prev_all if (li == 0 or tf_input == "all") else prev_tf
+            if n_tf < 0 or n_ta < 0 or n_tf + n_ta == 0:
+                raise ValueError(f"{name}: layer {li + 1} needs at least one feature map, got {n_tf} TIME-FLOW "
+                                 f"and {n_ta} TIME-ARROW")
             if n_tf > 0 and c_tf == 0:
                 raise ValueError(f"{name}: layer {li + 1} has TIME-FLOW maps but nothing TIME-FLOW below "
                                  "to read (use tf_input='all')")
