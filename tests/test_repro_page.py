@@ -40,3 +40,21 @@ def test_runs_of_another_command_are_named_with_their_command():
                         "RNNSearch (word, jieba), seed 1; RNNSearch (char), seed 1.")
     section = "\n".join(repro_page.family_section(comparison, "results/reproduce/lattice"))
     assert section.index(lines[0]) < section.index("| system | arch |")
+
+
+def test_masking_table_rows_are_groups_and_the_most_harmful_mask_is_bold():
+    masking = {"conditions": ["none", "mask1", "mask2", "mask3"], "subset": "test", "layer": "all",
+               "overall": {"none": 40.0, "mask1": 55.5, "mask2": 61.25, "mask3": 48.0},
+               "groups": {"copular verbs": {"none": 3.0, "mask1": 9.0, "mask2": 4.0, "mask3": 5.0},
+                          "colours": {"none": 80.0, "mask1": 81.0, "mask2": 82.0, "mask3": 95.0}},
+               "group_words": {"copular verbs": ["is", "are"], "colours": ["red"]}}
+    comparison = {"systems": [{"label": "wide 1 (LSTM)", "seed": 1},
+                              {"label": "wide 3", "seed": 2, "cell_masking": masking}]}
+    lines = repro_page.masking_tables(comparison)
+    assert lines[0].startswith("Cell masking (Section 4.1) of wide 3, seed 2, test set: cell i's hidden state "
+                               "zeroed in every layer;")
+    assert lines[2:7] == ["| words | none | mask 1 | mask 2 | mask 3 |", "|---|---|---|---|---|",
+                          "| all words | 40.00 | 55.50 | **61.25** | 48.00 |",
+                          "| copular verbs (is, are) | 3.00 | **9.00** | 4.00 | 5.00 |",
+                          "| colours (red) | 80.00 | 81.00 | 82.00 | **95.00** |"]
+    assert repro_page.masking_tables({"systems": comparison["systems"][:1]}) == []

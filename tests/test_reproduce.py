@@ -133,8 +133,11 @@ def test_page_is_generated_from_the_published_json(smoke):
 def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
     """parallel_cells (wide 1 vs wide 3 at the same total hidden size) on 300 English captions: the
     test perplexity is fairseq-eval-lm's, and equals the one recomputed from the per-sentence
-    log-probabilities that the paired bootstrap resamples."""
+    log-probabilities that the paired bootstrap resamples; wide 3 carries Section 4.1's cell-masking
+    table, whose unmasked perplexity is eval-lm's, and which a rerun adds to a run finished without it."""
     import math
+
+    import torch
 
     run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
         "--width", "30", "--max-epoch", "1", "--systems", "wide3")
@@ -142,7 +145,11 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
     for name, wide in (("wide1", "1"), ("wide3", "3")):
         r = json.loads((fam / f"{name}-s1" / "results.json").read_text())
         assert r["metric"] == "ppl" and r["options"] == ["--decoder-embed-dim", "30", "--decoder-hidden-size", "30",
-                                                         "--wide", wide]
+                                                         "--wide", wide, "--cell-input", "slice", "--init-scale", "0.1"]
+        cfg = torch.load(fam / f"{name}-s1" / "checkpoints" / "checkpoint_best.pt", map_location="cpu",
+                         weights_only=False)["cfg"]["model"]
+        assert (cfg["wide"], cfg["cell_input"], cfg["init_scale"]) == (int(wide), "slice", 0.1)
+        assert ("cell_masking" in r) == (name == "wide3")
         nll = json.loads((fam / f"{name}-s1" / "test" / "sentence_nll.json").read_text())
         assert len(nll) == 24  # one entry per test caption
         ppl = math.exp(sum(n for n, _ in nll) / sum(t for _, t in nll))
@@ -150,6 +157,25 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
         assert r["test"]["ppl"] == pytest.approx(2 ** r["test"]["loss_bits"], rel=1e-3)
         assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "wide1") and r["test"]["ci95"] > 0
     assert not (fam / "wide5-s1").exists()
+
+    res_path = fam / "wide3-s1" / "results.json"
+    r = json.loads(res_path.read_text())
+    m = r["cell_masking"]
+    assert (m["conditions"], m["subset"], m["layer"]) == (["none", "mask1", "mask2", "mask3"], "test", "all")
+    assert m["overall"]["none"] == pytest.approx(r["test"]["ppl"], rel=1e-3)  # the same model and words as eval-lm
+    assert all(m["overall"][c] != pytest.approx(m["overall"]["none"], rel=1e-4) for c in ("mask1", "mask2", "mask3"))
+    assert list(m["groups"]) == ["copular verbs", "prepositions", "determiners and numerals", "colours", "people",
+                                 "-ing verbs"]
+    assert m["group_words"]["copular verbs"] == ["is", "are"]
+    # a run finished before the analysis existed gets it on the next run, without retraining
+    del r["cell_masking"]
+    res_path.write_text(json.dumps(r))
+    before = (fam / "wide3-s1" / "checkpoints" / "checkpoint_best.pt").stat().st_mtime_ns
+    p = run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval",
+            "24", "--width", "30", "--max-epoch", "1", "--systems", "wide3")
+    assert "wide3-s1: finished earlier; cell masking" in p.stdout + p.stderr
+    assert json.loads(res_path.read_text())["cell_masking"]["overall"] == pytest.approx(m["overall"], rel=1e-9)
+    assert (fam / "wide3-s1" / "checkpoints" / "checkpoint_best.pt").stat().st_mtime_ns == before
 
 
 def _teacher_forced_entropies(ckpt, bin_dir):

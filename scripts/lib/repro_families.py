@@ -35,6 +35,9 @@ class System:
     size_match: Optional[str] = None  # name of the system whose parameter count this one matches
     widths: Tuple[str, ...] = SEQ2SEQ_WIDTHS  # width option templates at --scale cpu (() = the arch's own)
     alignment_entropy: bool = False  # DPN-S2S: Table 5's alignment entropies of its best checkpoint on the test set
+    # Parallel cells: Section 4.1's cell-masking table of its best checkpoint on the test set, for
+    # these word groups ((name, words), one line each of the analysis's --word-groups file)
+    masking_groups: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     data: str = ""                 # which of the family's binarized data dirs it reads ("" = the one data dir)
 
 
@@ -124,7 +127,26 @@ MULTI30K_EN_LM = ("English side of Multi30k as a language-model corpus: first 28
                   "word-level (no BPE), one caption per sample")
 PTB = "Penn Treebank (Mikolov's version, scripts/recipes/prepare_ptb.sh), one sentence per sample"
 LM_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) for every system instead of each paper's SGD/AdaGrad schedule, learning rate "
-                    "halved on a dev plateau, early-stopping patience 2, max-epoch cap 20")
+                    "halved on a dev plateau, early-stopping patience 2, max-epoch cap {cap}")
+
+# Parallel cells: Table 2's archs read the layer input in slices (each of the wide cells reads its own
+# 1/wide of it, Section 2.2's parameter count).  The paper's uniform +-0.04 init goes with its SGD at
+# learning rate 1; under Adam 1e-3 it leaves the network near context-free for hundreds of updates
+# (docs/results.md, parallel_cells), so every system starts from +-0.1, the init of fairseq's own lstm_lm.
+PARALLEL_CELLS_OPTIONS = ("--cell-input", "slice", "--init-scale", "0.1")
+# Section 4.1 masks each cell of the converged wide 3 and compares perplexities per group of similar
+# words, all "from about top 100 most frequency word set" (Figure 5 names copular verbs).  These are
+# the groups of the corpus's 100 most frequent words (Multi30k's English captions).
+MULTI30K_EN_WORD_GROUPS = (
+    ("copular verbs", ("is", "are")),
+    ("prepositions", ("in", "on", "of", "with", "at", "by", "for", "from", "into", "through", "over", "near",
+                      "behind", "around")),
+    ("determiners and numerals", ("a", "the", "an", "two", "one", "three", "some", "another")),
+    ("colours", ("white", "black", "blue", "red", "green", "yellow", "brown", "orange", "pink")),
+    ("people", ("man", "woman", "people", "men", "girl", "boy", "women", "child", "person", "children", "girls")),
+    ("-ing verbs", ("wearing", "sitting", "standing", "playing", "walking", "holding", "looking", "running",
+                    "riding", "jumping")),
+)
 
 FAMILIES["parallel_cells"] = Family(
     name="parallel_cells",
@@ -133,16 +155,21 @@ FAMILIES["parallel_cells"] = Family(
     claim="splitting each layer's hidden units into wide = 3 or 5 parallel cells at the same total hidden size "
           "lowers perplexity against one LSTM (wide = 1)",
     systems=(
-        System("wide1", "wide 1 (LSTM)", "parallel_lstm_lm", ("--wide", "1"), baseline=True, widths=RNN_LM_WIDTHS),
-        System("wide3", "wide 3", "parallel_lstm_lm", ("--wide", "3"), widths=RNN_LM_WIDTHS),
-        System("wide5", "wide 5", "parallel_lstm_lm", ("--wide", "5"), widths=RNN_LM_WIDTHS),
+        System("wide1", "wide 1 (LSTM)", "parallel_lstm_lm", ("--wide", "1") + PARALLEL_CELLS_OPTIONS, baseline=True,
+               widths=RNN_LM_WIDTHS),
+        System("wide3", "wide 3", "parallel_lstm_lm", ("--wide", "3") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS,
+               masking_groups=MULTI30K_EN_WORD_GROUPS),
+        System("wide5", "wide 5", "parallel_lstm_lm", ("--wide", "5") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS),
     ),
     scales={
-        "cpu": Scale(width=240, max_tokens=2000, patience=2, max_epoch=20, dropout=0.3,
-                     notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells), dropout 0.65 -> 0.3; "
-                           + LM_SCHEDULE_NOTE),
+        "cpu": Scale(width=240, max_tokens=2000, patience=2, max_epoch=30, dropout=0.3,
+                     notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells, each reading its "
+                           "own slice of the layer input as in Table 2's archs), dropout 0.65 -> 0.3; init +-0.04 -> "
+                           "+-0.1 (the paper's +-0.04 goes with its SGD at learning rate 1); "
+                           + LM_SCHEDULE_NOTE.format(cap=30)),
         "paper": Scale(width=None, max_tokens=2000, patience=5, max_epoch=55, dropout=0.65,
-                       notes="Adam with plateau halving instead of the paper's SGD schedule"),
+                       notes="Adam with plateau halving instead of the paper's SGD schedule; init +-0.04 -> +-0.1 "
+                             "(the paper's +-0.04 goes with its SGD at learning rate 1)"),
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
@@ -166,7 +193,7 @@ FAMILIES["gencnn"] = Family(
         "cpu": Scale(width=400, max_tokens=2000, patience=2, max_epoch=20, dropout=0.0,
                      notes="genCNN is the paper's configuration (gencnn_paper); lstm_lm and fconv_lm take 400-d "
                            "embeddings and readout (genCNN's 400-unit top layer) and the hidden width that matches "
-                           "genCNN's parameter count; no dropout (the paper uses none); " + LM_SCHEDULE_NOTE),
+                           "genCNN's parameter count; no dropout (the paper uses none); " + LM_SCHEDULE_NOTE.format(cap=20)),
         "paper": Scale(width=400, max_tokens=2000, patience=5, max_epoch=30, dropout=0.0,
                        notes="Adam with plateau halving instead of the paper's AdaGrad"),
     },

@@ -224,6 +224,30 @@ def entropy_tables(comparison: dict) -> List[str]:
     return lines
 
 
+def masking_tables(comparison: dict) -> List[str]:
+    """Parallel cells, Section 4.1 (Figure 5 as a table): the test perplexity of predicting each word
+    group's words with no cell masked and with cell i's hidden state zeroed, for every run that
+    measured it; in each row the mask that hurts most is in bold."""
+    lines = []
+    for r in (r for r in comparison["systems"] if r.get("cell_masking")):
+        m = r["cell_masking"]
+        conds = m["conditions"]
+        masks = [c for c in conds if c != "none"]
+        lines += [f"Cell masking (Section 4.1) of {r['label']}, seed {r['seed']}, {m['subset']} set: cell i's hidden "
+                  f"state zeroed in {'every layer' if m['layer'] == 'all' else 'layer ' + str(m['layer'])}; perplexity "
+                  "of predicting the row's words (none: no cell masked; the most harmful mask of each row in bold):", "",
+                  "| words | " + " | ".join(c.replace("mask", "mask ") for c in conds) + " |",
+                  "|---" * (len(conds) + 1) + "|"]
+        rows = [("all words", m["overall"])] + [(f"{name} ({', '.join(m['group_words'][name])})", m["groups"][name])
+                                                 for name in m["groups"]]
+        for name, ppl in rows:
+            worst = max(masks, key=lambda c: ppl[c]) if masks else None
+            cells = [(f"**{ppl[c]:.2f}**" if c == worst else f"{ppl[c]:.2f}") for c in conds]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def other_commands(comparison: dict) -> List[str]:
     """The runs of the table that an earlier command trained (a later ``--systems`` or ``--seeds``
     run adds to a published comparison), each with its own command."""
@@ -251,7 +275,7 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List
               + "; ".join(f"`{s}`" for s in sigs) + ".", ""]
     lines.append("Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
                                              "none (every run ended by early stopping or the learning-rate floor)."))
-    lines += [""] + equal_budget_tables(comparison) + entropy_tables(comparison)
+    lines += [""] + equal_budget_tables(comparison) + entropy_tables(comparison) + masking_tables(comparison)
     lines += [f"![dev loss vs updates and wall time]({folder_rel}/curves.png)", ""]
     if verdict:
         lines += ["**Verdict.** " + verdict.strip(), ""]

@@ -642,6 +642,16 @@ def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test",
             "nll": os.path.join(out_dir, "sentence_nll.json")}
 
 
+def cpu_flag() -> List[str]:
+    """``--cpu`` for the analysis scripts where no GPU is visible."""
+    try:
+        import torch
+
+        return [] if torch.cuda.is_available() else ["--cpu"]
+    except ImportError:
+        return ["--cpu"]
+
+
 def alignment_entropy(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test") -> dict:
     """Table 5 of the DPN-S2S paper: scripts/analysis/dpn_alignment_entropy.py on ``subset`` with
     teacher forcing on the references (the last decoder layer's alignments; per target token
@@ -656,17 +666,31 @@ def alignment_entropy(tag: str, data: Data, ckpt: str, out_dir: str, subset: str
             os.remove(stale)
     cmd = [sys.executable, os.path.join(REPO, "scripts", "analysis", "dpn_alignment_entropy.py"), data.bin,
            "--path", ckpt, "--user-dir", USER_DIR, "--gen-subset", subset, "--source-lang", data.src,
-           "--target-lang", data.tgt, "--layer", "last", "--json", out_json]
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            cmd.append("--cpu")
-    except ImportError:
-        cmd.append("--cpu")
+           "--target-lang", data.tgt, "--layer", "last", "--json", out_json] + cpu_flag()
     if run_logged(cmd, log) != 0 or not os.path.isfile(out_json):
         raise ReproError(f"{tag}: alignment entropy failed: {tail(log)} (full log: {log})")
     return read_json(out_json)
+
+
+def cell_masking(tag: str, data: Data, ckpt: str, out_dir: str, groups, subset: str = "test") -> dict:
+    """Section 4.1 of the parallel-cells paper: scripts/analysis/parallel_cells_masking.py on
+    ``subset``, cell i's hidden state zeroed in every layer for each i in turn.  Returns the tool's
+    JSON (perplexity overall, per word group and per word, for "none" and each "mask<i>") with the
+    subset and the masked layers."""
+    os.makedirs(out_dir, exist_ok=True)
+    log, out_json = os.path.join(out_dir, "cell_masking.log"), os.path.join(out_dir, "cell_masking.json")
+    groups_file = os.path.join(out_dir, "word_groups.txt")
+    for stale in (log, out_json):
+        if os.path.exists(stale):
+            os.remove(stale)
+    with open(groups_file, "w", encoding="utf-8") as f:
+        f.writelines(f"{name}: {' '.join(words)}\n" for name, words in groups)
+    cmd = [sys.executable, os.path.join(REPO, "scripts", "analysis", "parallel_cells_masking.py"), "--path", ckpt,
+           "--data", data.bin, "--gen-subset", subset, "--word-groups", groups_file, "--layer", "all",
+           "--out", os.path.join(out_dir, "cell_masking.png"), "--json", out_json] + cpu_flag()
+    if run_logged(cmd, log) != 0 or not os.path.isfile(out_json):
+        raise ReproError(f"{tag}: cell masking failed: {tail(log)} (full log: {log})")
+    return dict(read_json(out_json), subset=subset, layer="all")
 
 
 def keep_vocabulary(data: Data, ckpt_dir: str):
@@ -695,6 +719,12 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
     if os.path.isfile(res_path):
         earlier = read_json(res_path)
         if not (earlier["hit_max_epoch"] and ctx["max_epoch"] > earlier["max_epoch"]):
+            if system.masking_groups and "cell_masking" not in earlier:  # an analysis added after the run
+                say(f"{tag}: finished earlier; cell masking on the test set (scripts/analysis/parallel_cells_masking.py)")
+                earlier["cell_masking"] = cell_masking(
+                    tag, data, os.path.join(sdir, "checkpoints", "checkpoint_best.pt"), os.path.join(sdir, "test"),
+                    system.masking_groups)
+                write_json(res_path, earlier)
             say(f"{tag}: finished earlier ({res_path}), skipped")
             return earlier
         # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
@@ -721,6 +751,11 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
     if system.alignment_entropy:
         say(f"{tag}: alignment entropies on the test set (scripts/analysis/dpn_alignment_entropy.py)")
         entropy = alignment_entropy(tag, sdata, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"))
+    masking = None
+    if system.masking_groups:
+        say(f"{tag}: cell masking on the test set (scripts/analysis/parallel_cells_masking.py)")
+        masking = cell_masking(tag, data, os.path.join(ckpt_dir, "checkpoint_best.pt"), os.path.join(sdir, "test"),
+                               system.masking_groups)
     curve = read_curve(os.path.join(sdir, "curve.jsonl"))
     best = min(curve, key=lambda p: p["dev_loss"])
     results = {
@@ -738,6 +773,8 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
     }
     if entropy is not None:
         results["alignment_entropy"] = entropy
+    if masking is not None:
+        results["cell_masking"] = masking
     write_json(res_path, results)
     score = f"perplexity {test['ppl']:.2f}" if family.kind == "lm" else f"BLEU {test['bleu']:.2f}"
     say(f"{tag}: test {score} ({done['epochs']} epochs, {done['updates']} updates, "
