@@ -160,11 +160,16 @@ FAMILIES["parallel_cells"] = Family(
         System("wide3", "wide 3", "parallel_lstm_lm", ("--wide", "3") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS,
                masking_groups=MULTI30K_EN_WORD_GROUPS),
         System("wide5", "wide 5", "parallel_lstm_lm", ("--wide", "5") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS),
+        # the reading of Figure 3's drawing (every cell reads the whole layer input; more parameters):
+        # the choice the paper leaves open, checked as its own row
+        System("wide3_full", "wide 3, full input", "parallel_lstm_lm",
+               ("--wide", "3", "--cell-input", "full", "--init-scale", "0.1"), widths=RNN_LM_WIDTHS),
     ),
     scales={
         "cpu": Scale(width=240, max_tokens=2000, patience=2, max_epoch=30, dropout=0.3,
                      notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells, each reading its "
-                           "own slice of the layer input as in Table 2's archs), dropout 0.65 -> 0.3; init +-0.04 -> "
+                           "own slice of the layer input as in Table 2's archs; the row 'wide 3, full input' lets every cell "
+                           "read the whole input, as Figure 3 draws it), dropout 0.65 -> 0.3; init +-0.04 -> "
                            "+-0.1 (the paper's +-0.04 goes with its SGD at learning rate 1); "
                            + LM_SCHEDULE_NOTE.format(cap=30)),
         "paper": Scale(width=None, max_tokens=2000, patience=5, max_epoch=55, dropout=0.65,
