@@ -6,7 +6,8 @@ Layout of ``OUT/<family>/`` (never committed):
   splits, dictionaries, ``bpe/codes.*``); ``data/prepared.json`` marks it complete;
 * ``<system>-s<seed>/``: ``checkpoints/`` (``checkpoint_best.pt``, ``checkpoint_last.pt``, a copy
   of the dictionaries and BPE codes), ``train.log`` (fairseq's log), ``curve.jsonl`` (one dev
-  point per validation), ``train_done.json``, ``test/`` (hypotheses, score) and ``results.json``;
+  point per validation), ``train_done.json``, ``test/`` (hypotheses, score; DPN-S2S M9's alignment
+  entropies, parallel cells' cell-masking table) and ``results.json``;
 * ``comparison.json`` (every system's results + the paired bootstrap against the baseline).
 
 A system with a ``results.json`` is finished and skipped; an interrupted one resumes from
