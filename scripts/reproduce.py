@@ -2,7 +2,7 @@
 """Reproduce one paper's central comparison on real data, every system trained to convergence.
 
     python scripts/reproduce.py FAMILY [--scale cpu|paper] [--seeds N] [--out DIR] [--systems a,b]
-        [--test-src F --test-ref F] [--max-epoch N] [--dry-run] [--publish]
+        [--test-src F --test-ref F] [--max-epoch N] [--dropout P] [--dry-run] [--publish [--variant NAME]]
     python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
 
 For the family's systems (``scripts/lib/repro_families.py``) it prepares the data once
@@ -19,11 +19,13 @@ score between every two systems (scripts/lib/repro_seeds.py; Clark et al. 2011).
 dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
 where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
 ``--publish`` copies the JSON and the curves to docs/results/reproduce/FAMILY/ and rewrites
-docs/results.md.  ``--test-src F --test-ref F`` also scores every trained system on a raw
+docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--limit-train``) to
+docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.  ``--test-src F --test-ref F`` also scores every trained system on a raw
 parallel test set of your own (no retraining).
 """
 import argparse
 import os
+import re
 import shlex
 import signal
 import sys
@@ -54,6 +56,22 @@ def positive(text: str) -> int:
     return value
 
 
+def dropout_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), not '{text}'")
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), not '{text}'")
+    return value
+
+
+def variant_name(text: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.]*", text):
+        raise argparse.ArgumentTypeError(f"must be lower-case letters, digits, '_' and '.', not '{text}'")
+    return text
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,6 +88,8 @@ def parse_args(argv=None):
     p.add_argument("--max-epoch", type=positive, help="safety cap on epochs (default: the scale's)")
     p.add_argument("--max-tokens", type=positive, help="batch size in tokens (default: the scale's)")
     p.add_argument("--width", type=positive, help="override the scale's common width (embeddings and hidden units)")
+    p.add_argument("--dropout", type=dropout_rate,
+                   help="override the scale's dropout for every system (a sweep point: use its own --out)")
     p.add_argument("--jobs", type=positive, default=2, help="systems trained at a time (default 2)")
     p.add_argument("--limit-train", type=positive, help="use only the first N training pairs (smoke tests)")
     p.add_argument("--limit-eval", type=positive, help="use only the first N dev and test pairs (smoke tests)")
@@ -79,6 +99,9 @@ def parse_args(argv=None):
     p.add_argument("--dry-run", action="store_true", help="print the plan (systems, widths, commands) and stop")
     p.add_argument("--publish", action="store_true",
                    help="copy the JSON and curves to DOCS/results/reproduce/FAMILY and rewrite DOCS/results.md")
+    p.add_argument("--variant", type=variant_name,
+                   help="with --publish: publish to DOCS/results/reproduce/FAMILY/VARIANT, a sweep point or probe shown "
+                        "under the family's comparison instead of replacing it (required with --dropout or --limit-train)")
     p.add_argument("--page-only", action="store_true", help="only rewrite DOCS/results.md from DOCS/results/reproduce")
     p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="docs folder for --publish / --page-only")
     a = p.parse_args(argv)
@@ -86,6 +109,13 @@ def parse_args(argv=None):
         p.error("--test-src and --test-ref must be given the same number of times")
     if not a.page_only and not a.family:
         p.error("FAMILY is required (or --page-only)")
+    if a.variant and not a.publish:
+        p.error("--variant names where --publish puts the run; add --publish")
+    if a.publish and not a.variant:
+        changed = [o for o in ("dropout", "limit_train") if getattr(a, o) is not None]
+        if changed:
+            p.error(f"--{changed[0].replace('_', '-')} changes the family's setting: publish the run with --variant NAME "
+                    "so that it does not replace the family's comparison")
     return a
 
 
@@ -94,7 +124,7 @@ def canonical_command(a) -> str:
     parts = ["python", "scripts/reproduce.py", a.family, "--scale", a.scale]
     if a.seeds != 1:
         parts += ["--seeds", str(a.seeds)]
-    for opt in ("systems", "max_epoch", "max_tokens", "width", "limit_train", "limit_eval"):
+    for opt in ("systems", "max_epoch", "max_tokens", "width", "dropout", "limit_train", "limit_eval"):
         value = getattr(a, opt)
         if value is not None:
             parts += ["--" + opt.replace("_", "-"), str(value)]
@@ -132,8 +162,11 @@ def main(argv=None):
         if scale.width is None:
             fail("--width applies to --scale cpu (--scale paper uses the architectures' own widths)")
         scale = scale.__class__(**{**scale.__dict__, "width": a.width})
-    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "max_epoch", "max_tokens", "limit_train",
-                                                                       "limit_eval") if getattr(a, k) is not None]
+    if a.dropout is not None:
+        scale = scale.__class__(**{**scale.__dict__, "dropout": a.dropout})
+    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "dropout", "max_epoch", "max_tokens",
+                                                                       "limit_train", "limit_eval")
+                 if getattr(a, k) is not None]
     if overrides:
         scale = scale.__class__(**{**scale.__dict__, "notes": (scale.notes + "; " if scale.notes else "")
                                    + "this run overrides " + ", ".join(overrides)})
@@ -188,7 +221,7 @@ def main(argv=None):
             repro_run.score_extra_lm(ctx, results, text)
         print(repro_page.table(comparison))
         if a.publish:
-            path = repro_page.publish(comparison, os.path.join(out, "curves.png"), a.docs)
+            path = repro_page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant)
             repro_run.say(f"published to {path}")
     except ReproError as e:
         fail(str(e))

@@ -58,3 +58,45 @@ def test_masking_table_rows_are_groups_and_the_most_harmful_mask_is_bold():
                           "| copular verbs (is, are) | 3.00 | **9.00** | 4.00 | 5.00 |",
                           "| colours (red) | 80.00 | 81.00 | 82.00 | **95.00** |"]
     assert repro_page.masking_tables({"systems": comparison["systems"][:1]}) == []
+
+
+def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_path):
+    import shutil
+
+    docs = tmp_path / "docs"
+    fam = docs / "results" / "reproduce" / "mc_rnn"
+    shutil.copytree(REPO / "docs" / "results" / "reproduce" / "mc_rnn", fam)
+    (fam / "verdict.md").write_text("VERDICT TEXT\n")
+    headline = repro_page.load_family(str(fam))
+    base = next(r for r in headline["systems"] if r["system"] == "baseline" and r["seed"] == 1)
+    command = "python scripts/reproduce.py mc_rnn --scale cpu --systems baseline --dropout 0.4"
+    run = {**base, "command": command, "dev_ppl": 19.5, "test": {**base["test"], "bleu": 31.25, "ci95": 1.3}}
+    variant = {**{k: v for k, v in headline.items() if k not in ("seed_summary", "systems")}, "command": command,
+               "scale_notes": headline["scale_notes"] + "; this run overrides --dropout 0.4", "systems": [run]}
+    png = tmp_path / "curves.png"
+    png.write_bytes(b"png")
+    page = Path(repro_page.publish(variant, str(png), str(docs), "dropout_0.4")).read_text()
+    # the family's own runs are untouched; the variant sits in its own folder
+    assert repro_page.load_family(str(fam))["systems"] == headline["systems"]
+    assert sorted(p.name for p in (fam / "dropout_0.4").iterdir()) == ["baseline-s1.json", "comparison.json",
+                                                                       "curves.png"]
+    lines = page.splitlines()
+    start = lines.index("### Other settings of this comparison")
+    section = lines[start:lines.index("**Verdict.** VERDICT TEXT")]
+    assert lines.index("## mc_rnn (cpu scale)") < start
+    assert ("**`dropout_0.4`** (this run overrides --dropout 0.4; "
+            "[JSON](results/reproduce/mc_rnn/dropout_0.4/)):") in section
+    assert command in section
+    assert f"| Baseline-RNN | {base['params'] / 1e6:.2f}M | 1 | {base['updates']:,} | early stop | 19.50 " \
+           "| 31.25 ± 1.30 | (baseline) |" in section
+    # the headline table still shows the seed-1 baseline's own score
+    assert f"| {base['test']['bleu']:.2f} | ± {base['test']['ci95']:.2f} | (baseline) |" in page
+
+
+def test_the_committed_page_is_the_one_the_committed_json_gives(tmp_path):
+    import shutil
+
+    shutil.copytree(REPO / "docs" / "results" / "reproduce", tmp_path / "results" / "reproduce")
+    page = Path(repro_page.write_page(str(tmp_path))).read_text(encoding="utf-8")
+    assert page == (REPO / "docs" / "results.md").read_text(encoding="utf-8"), \
+        "docs/results.md is stale: run python scripts/reproduce.py --page-only"

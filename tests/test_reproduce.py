@@ -113,6 +113,34 @@ def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
     assert "--max-epoch 2" in r["command"]
 
 
+def test_a_dropout_sweep_point_needs_its_own_out_folder(smoke, tmp_path):
+    import torch
+
+    out, _, _, shared = smoke
+    first = json.loads((out / "baseline-s1" / "results.json").read_text())
+    assert (first["lr"], first["dropout"]) == (0.001, 0.2)  # the family's cpu scale
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*-s1/*") if p.is_file()}
+    p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, "--dropout", "0.4", check=False)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("reproduce.py: error: mc_rnn/")
+    assert "was trained with --dropout 0.2, this run asks for 0.4; give this setting its own --out" in p.stderr
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, "--dropout", "2", check=False)
+    assert p.stderr.strip().endswith("argument --dropout: must be a number in [0, 1), not '2'")
+    # in a folder of its own the sweep point trains every system with the new rate and says so
+    run("mc_rnn", "--out", tmp_path, "--data-root", shared, *SMOKE, "--dropout", "0.4")
+    comparison = json.loads((tmp_path / "mc_rnn" / "comparison.json").read_text())
+    assert comparison["scale_notes"].endswith("this run overrides --width 16, --dropout 0.4, --max-epoch 1, "
+                                              "--limit-train 300, --limit-eval 24")
+    assert "--dropout 0.4" in comparison["command"]
+    for name in ("mc_rnn_3", "baseline"):
+        sdir = tmp_path / "mc_rnn" / f"{name}-s1"
+        r = json.loads((sdir / "results.json").read_text())
+        assert r["dropout"] == 0.4 and r["lr"] == 0.001
+        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        assert state["cfg"]["model"]["dropout"] == 0.4
+
+
 def test_page_is_generated_from_the_published_json(smoke):
     _, docs, _, _ = smoke
     fam = docs / "results" / "reproduce" / "mc_rnn"
@@ -331,3 +359,17 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         assert count == (results[name]["params"] if name in results else results["dwl_gating"]["params"] + 2 * 17)
         cmd = next(x for x in lines if f"--arch {arch} " in x)
         assert f"{fam / 'data' / 'bin' / kind} " in cmd and "--task lattice_translation" in cmd
+
+
+def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
+    p = run("mc_rnn", "--out", tmp_path, "--dropout", "0.4", "--publish", check=False)
+    assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
+        "reproduce.py: error: --dropout changes the family's setting: publish the run with --variant NAME so that it "
+        "does not replace the family's comparison")
+    p = run("mc_rnn", "--out", tmp_path, "--limit-train", "7000", "--publish", check=False)
+    assert "error: --limit-train changes the family's setting" in p.stderr
+    p = run("mc_rnn", "--out", tmp_path, "--variant", "dropout_0.4", check=False)
+    assert p.stderr.strip().endswith("error: --variant names where --publish puts the run; add --publish")
+    p = run("mc_rnn", "--out", tmp_path, "--variant", "../x", "--publish", check=False)
+    assert p.stderr.strip().endswith("must be lower-case letters, digits, '_' and '.', not '../x'")
+    assert not any(tmp_path.iterdir())

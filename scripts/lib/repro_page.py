@@ -20,7 +20,9 @@ max-epoch safety cap reported when hit), one thread per system.  Generated from 
 command that reproduces it.  BLEU is detokenized sacrebleu (signature under each table) with the
 95% interval of sacrebleu's paired bootstrap (1,000 resamples) and its p-value against the
 baseline.  Where a family was run with several seeds, a second table gives each system's mean and
-sd over seeds and the paired bootstrap of the seed-averaged score (Clark et al. 2011).  Wall times
+sd over seeds and the paired bootstrap of the seed-averaged score (Clark et al. 2011).  A family's
+sweep points and probes (a changed `--dropout` or `--limit-train`, published with `--variant NAME`)
+follow its comparison, each with its own command and its own baseline run.  Wall times
 are on a shared 2-core machine: compare updates, not minutes, across rows.
 """
 
@@ -172,10 +174,10 @@ def draw_curves(comparison: dict, path: str):
     os.replace(tmp, path)
 
 
-def publish(comparison: dict, curves_png: str, docs: str) -> str:
-    """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` and rewrite
-    ``docs/results.md``; returns the page's path."""
-    dest = os.path.join(docs, "results", "reproduce", comparison["family"])
+def publish(comparison: dict, curves_png: str, docs: str, variant: str = None) -> str:
+    """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
+    ``<family>/<variant>/``) and rewrite ``docs/results.md``; returns the page's path."""
+    dest = os.path.join(docs, "results", "reproduce", comparison["family"], *([variant] if variant else []))
     os.makedirs(dest, exist_ok=True)
     for r in comparison["systems"]:
         write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
@@ -260,7 +262,27 @@ def other_commands(comparison: dict) -> List[str]:
     return [f"Trained by `{cmd}`: {'; '.join(names)}." for cmd, names in by_command.items()] + [""]
 
 
-def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List[str]:
+def variant_sections(folder: str, folder_rel: str) -> List[str]:
+    """The family's sweep points and probes (``<family>/<variant>/comparison.json``, published with
+    ``--variant``): per variant its setting, its command and its runs, each run against the
+    variant's own baseline."""
+    names = sorted(d for d in os.listdir(folder) if os.path.isfile(os.path.join(folder, d, "comparison.json")))
+    if not names:
+        return []
+    lines = ["### Other settings of this comparison", "",
+             "Sweep points and probes, each trained by the command shown (the p-values are against the "
+             "baseline trained in the same setting):", ""]
+    for name in names:
+        v = load_family(os.path.join(folder, name))
+        notes = v.get("scale_notes") or ""
+        setting = notes[notes.rfind("this run overrides "):] if "this run overrides " in notes else "the family's setting"
+        lines += [f"**`{name}`** ({setting}; [JSON]({folder_rel}/{name}/)):", "",
+                  "<!-- doc-test: parse (trains every system to convergence) -->", "```bash", v["command"], "```",
+                  "", *other_commands(v), summary_table(v), "", *seed_table(v)]
+    return lines
+
+
+def family_section(comparison: dict, folder_rel: str, verdict: str = "", folder: str = None) -> List[str]:
     sigs = sorted({r["test"].get("signature") or r["test"].get("label", "") for r in comparison["systems"]})
     capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
     lines = [f"## {comparison['family']} ({comparison['scale']} scale)", "",
@@ -277,6 +299,8 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "") -> List
                                              "none (every run ended by early stopping or the learning-rate floor)."))
     lines += [""] + equal_budget_tables(comparison) + entropy_tables(comparison) + masking_tables(comparison)
     lines += [f"![dev loss vs updates and wall time]({folder_rel}/curves.png)", ""]
+    if folder:
+        lines += variant_sections(folder, folder_rel)
     if verdict:
         lines += ["**Verdict.** " + verdict.strip(), ""]
     return lines
@@ -316,7 +340,7 @@ def write_page(docs: str) -> str:
         if os.path.isfile(vpath):
             with open(vpath, encoding="utf-8") as f:
                 verdict = f.read()
-        lines += family_section(load_family(folder), f"results/reproduce/{fam}", verdict)
+        lines += family_section(load_family(folder), f"results/reproduce/{fam}", verdict, folder)
     lines += pending_section(families)
     path = os.path.join(docs, "results.md")
     tmp = f"{path}.tmp.{os.getpid()}"

@@ -711,12 +711,39 @@ def keep_vocabulary(data: Data, ckpt_dir: str):
             shutil.copy(os.path.join(bpe, name), os.path.join(ckpt_dir, name))
 
 
+SWEPT_OPTIONS = ("--lr", "--dropout")
+
+
+def check_same_settings(tag: str, sdir: str, cmd: List[str]):
+    """A run folder holds one setting: refuse to resume or reuse a run that ``train.log`` shows was
+    trained with another learning rate or dropout (a sweep point needs its own ``--out``)."""
+    log = os.path.join(sdir, "train.log")
+    if not os.path.isfile(log):
+        return
+    with open(log, encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.startswith("$ ")), None)
+    if first is None:
+        return
+    earlier = first[2:].split()
+    for opt in SWEPT_OPTIONS:
+        if opt in earlier and opt in cmd:
+            was, now = earlier[earlier.index(opt) + 1], cmd[cmd.index(opt) + 1]
+            if float(was) != float(now):
+                raise ReproError(f"{tag}: {sdir} was trained with {opt} {was}, this run asks for {now}; "
+                                 "give this setting its own --out")
+
+
 def run_system(ctx: dict, system: System, seed: int) -> dict:
     family, scale, data = ctx["family"], ctx["scale"], ctx["data"]
     sdata = data.for_system(system)
     sdir = os.path.join(ctx["out"], f"{system.name}-s{seed}")
     res_path = os.path.join(sdir, "results.json")
     tag = f"{family.name}/{system.name}-s{seed}"
+    plan = ctx["plan"][system.name]
+    ckpt_dir = os.path.join(sdir, "checkpoints")
+    cmd = train_command(family, scale, system, data, plan["width_options"], seed, ckpt_dir, ctx["max_epoch"],
+                        ctx["max_tokens"], ctx["cpu"])
+    check_same_settings(tag, sdir, cmd)
     if os.path.isfile(res_path):
         earlier = read_json(res_path)
         if not (earlier["hit_max_epoch"] and ctx["max_epoch"] > earlier["max_epoch"]):
@@ -733,10 +760,6 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         for name in ("train_done.json", "results.json"):
             os.remove(os.path.join(sdir, name))
     os.makedirs(sdir, exist_ok=True)
-    ckpt_dir = os.path.join(sdir, "checkpoints")
-    plan = ctx["plan"][system.name]
-    cmd = train_command(family, scale, system, data, plan["width_options"], seed, ckpt_dir, ctx["max_epoch"],
-                        ctx["max_tokens"], ctx["cpu"])
     done = train_system(tag, cmd, sdir, ctx["max_epoch"])
     if done["hit_max_epoch"]:
         say(f"{tag}: WARNING: stopped by the --max-epoch {ctx['max_epoch']} cap, not by early stopping")
@@ -765,7 +788,8 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         "params": done["params"] or plan["params"], "size_matched_to": plan.get("size_matched_to"),
         "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
         "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx["max_epoch"],
-        "patience": scale.patience, "max_tokens": ctx["max_tokens"], "best_epoch": best["epoch"],
+        "patience": scale.patience, "max_tokens": ctx["max_tokens"], "lr": scale.lr, "dropout": scale.dropout,
+        "best_epoch": best["epoch"],
         "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
         "metric": "ppl" if family.kind == "lm" else "bleu",
         "test": {k: v for k, v in test.items() if k not in ("hyp", "nll")},
