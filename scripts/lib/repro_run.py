@@ -753,6 +753,9 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
                     tag, data, os.path.join(sdir, "checkpoints", "checkpoint_best.pt"), os.path.join(sdir, "test"),
                     system.masking_groups)
                 write_json(res_path, earlier)
+            if "dropout" not in earlier:  # a run from before results.json recorded them (train.log agrees)
+                earlier.update(lr=scale.lr, dropout=scale.dropout)
+                write_json(res_path, earlier)
             say(f"{tag}: finished earlier ({res_path}), skipped")
             return earlier
         # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
