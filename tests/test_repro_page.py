@@ -61,11 +61,13 @@ def test_masking_table_rows_are_groups_and_the_most_harmful_mask_is_bold():
 
 
 def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_path):
+    import os
     import shutil
 
     docs = tmp_path / "docs"
     fam = docs / "results" / "reproduce" / "mc_rnn"
-    shutil.copytree(REPO / "docs" / "results" / "reproduce" / "mc_rnn", fam)
+    shutil.copytree(REPO / "docs" / "results" / "reproduce" / "mc_rnn", fam,  # the family's own runs only
+                    ignore=lambda d, names: [n for n in names if os.path.isdir(os.path.join(d, n))])
     (fam / "verdict.md").write_text("VERDICT TEXT\n")
     headline = repro_page.load_family(str(fam))
     base = next(r for r in headline["systems"] if r["system"] == "baseline" and r["seed"] == 1)
