@@ -101,7 +101,7 @@ def parse_args(argv=None):
                    help="copy the JSON and curves to DOCS/results/reproduce/FAMILY and rewrite DOCS/results.md")
     p.add_argument("--variant", type=variant_name,
                    help="with --publish: publish to DOCS/results/reproduce/FAMILY/VARIANT, a sweep point or probe shown "
-                        "under the family's comparison instead of replacing it (required with --dropout or --limit-train)")
+                        "under the family's comparison instead of replacing it (required with --dropout)")
     p.add_argument("--page-only", action="store_true", help="only rewrite DOCS/results.md from DOCS/results/reproduce")
     p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="docs folder for --publish / --page-only")
     a = p.parse_args(argv)
@@ -112,9 +112,8 @@ def parse_args(argv=None):
     if a.variant and not a.publish:
         p.error("--variant names where --publish puts the run; add --publish")
     if a.publish and not a.variant:
-        changed = [o for o in ("dropout", "limit_train") if getattr(a, o) is not None]
-        if changed:
-            p.error(f"--{changed[0].replace('_', '-')} changes the family's setting: publish the run with --variant NAME "
+        if a.dropout is not None:
+            p.error("--dropout changes the family's setting: publish the run with --variant NAME "
                     "so that it does not replace the family's comparison")
     return a
 
