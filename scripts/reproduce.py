@@ -2,7 +2,7 @@
 """Reproduce one paper's central comparison on real data, every system trained to convergence.
 
     python scripts/reproduce.py FAMILY [--scale cpu|paper] [--seeds N] [--out DIR] [--systems a,b]
-        [--test-src F --test-ref F] [--max-epoch N] [--dropout P] [--dry-run] [--publish [--variant NAME]]
+        [--test-src F --test-ref F] [--max-epoch N] [--dropout P] [--clip-norm C] [--dry-run] [--publish [--variant NAME]]
     python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
 
 For the family's systems (``scripts/lib/repro_families.py``) it prepares the data once
@@ -19,7 +19,7 @@ score between every two systems (scripts/lib/repro_seeds.py; Clark et al. 2011).
 dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
 where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
 ``--publish`` copies the JSON and the curves to docs/results/reproduce/FAMILY/ and rewrites
-docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--limit-train``) to
+docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--clip-norm``, ``--limit-train``) to
 docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.  ``--test-src F --test-ref F`` also scores every trained system on a raw
 parallel test set of your own (no retraining).
 """
@@ -66,6 +66,16 @@ def dropout_rate(text: str) -> float:
     return value
 
 
+def clip_threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: no clipping), not '{text}'")
+    if not value >= 0.0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: no clipping), not '{text}'")
+    return value
+
+
 def variant_name(text: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_.]*", text):
         raise argparse.ArgumentTypeError(f"must be lower-case letters, digits, '_' and '.', not '{text}'")
@@ -90,6 +100,9 @@ def parse_args(argv=None):
     p.add_argument("--width", type=positive, help="override the scale's common width (embeddings and hidden units)")
     p.add_argument("--dropout", type=dropout_rate,
                    help="override the scale's dropout for every system (a sweep point: use its own --out)")
+    p.add_argument("--clip-norm", type=clip_threshold,
+                   help="override the scale's gradient-clipping threshold for every system (fairseq's --clip-norm; "
+                        "0: no clipping; a sweep point: use its own --out)")
     p.add_argument("--jobs", type=positive, default=2, help="systems trained at a time (default 2)")
     p.add_argument("--limit-train", type=positive, help="use only the first N training pairs (smoke tests)")
     p.add_argument("--limit-eval", type=positive, help="use only the first N dev and test pairs (smoke tests)")
@@ -101,7 +114,7 @@ def parse_args(argv=None):
                    help="copy the JSON and curves to DOCS/results/reproduce/FAMILY and rewrite DOCS/results.md")
     p.add_argument("--variant", type=variant_name,
                    help="with --publish: publish to DOCS/results/reproduce/FAMILY/VARIANT, a sweep point or probe shown "
-                        "under the family's comparison instead of replacing it (required with --dropout)")
+                        "under the family's comparison instead of replacing it (required with --dropout and --clip-norm)")
     p.add_argument("--page-only", action="store_true", help="only rewrite DOCS/results.md from DOCS/results/reproduce")
     p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="docs folder for --publish / --page-only")
     a = p.parse_args(argv)
@@ -112,9 +125,10 @@ def parse_args(argv=None):
     if a.variant and not a.publish:
         p.error("--variant names where --publish puts the run; add --publish")
     if a.publish and not a.variant:
-        if a.dropout is not None:
-            p.error("--dropout changes the family's setting: publish the run with --variant NAME "
-                    "so that it does not replace the family's comparison")
+        for opt in ("dropout", "clip_norm"):
+            if getattr(a, opt) is not None:
+                p.error(f"--{opt.replace('_', '-')} changes the family's setting: publish the run with --variant NAME "
+                        "so that it does not replace the family's comparison")
     return a
 
 
@@ -123,7 +137,7 @@ def canonical_command(a) -> str:
     parts = ["python", "scripts/reproduce.py", a.family, "--scale", a.scale]
     if a.seeds != 1:
         parts += ["--seeds", str(a.seeds)]
-    for opt in ("systems", "max_epoch", "max_tokens", "width", "dropout", "limit_train", "limit_eval"):
+    for opt in ("systems", "max_epoch", "max_tokens", "width", "dropout", "clip_norm", "limit_train", "limit_eval"):
         value = getattr(a, opt)
         if value is not None:
             parts += ["--" + opt.replace("_", "-"), str(value)]
@@ -161,10 +175,11 @@ def main(argv=None):
         if scale.width is None:
             fail("--width applies to --scale cpu (--scale paper uses the architectures' own widths)")
         scale = scale.__class__(**{**scale.__dict__, "width": a.width})
-    if a.dropout is not None:
-        scale = scale.__class__(**{**scale.__dict__, "dropout": a.dropout})
-    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "dropout", "max_epoch", "max_tokens",
-                                                                       "limit_train", "limit_eval")
+    for opt in ("dropout", "clip_norm"):
+        if getattr(a, opt) is not None:
+            scale = scale.__class__(**{**scale.__dict__, opt: getattr(a, opt)})
+    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "dropout", "clip_norm", "max_epoch",
+                                                                       "max_tokens", "limit_train", "limit_eval")
                  if getattr(a, k) is not None]
     if overrides:
         scale = scale.__class__(**{**scale.__dict__, "notes": (scale.notes + "; " if scale.notes else "")

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from contract_lib import REPO
+from fairseq_local.safe_loading import safe_load
 
 pytestmark = pytest.mark.slow
 
@@ -428,9 +429,7 @@ def test_lattice_nist_zhen(nist):
                   cwd=work)
     assert "resuming the interrupted training" in proc.stderr
     assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt", proc.stdout + proc.stderr)
-    import torch
-
-    state = torch.load(row / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = safe_load(row / "checkpoint_last.pt")
     assert state["optimizer_history"][-1]["num_updates"] == 3
     # a finished training is skipped
     proc = recipe("lattice_nist_zhen.sh", *args, cwd=work)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fairseq_local.safe_loading import safe_load
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "reproduce.py"
 SMOKE = ["--limit-train", "300", "--limit-eval", "24", "--width", "16", "--max-epoch", "1", "--systems", "mc_rnn_3"]
@@ -53,7 +55,6 @@ def test_unavailable_scale_and_bad_system_are_one_line(tmp_path):
 
 def test_results_json_matches_independent_recomputation(smoke):
     import sacrebleu
-    import torch
 
     out, _, _, shared = smoke
     # the family's test set is the official Multi30k validation set (first 24 pairs here)
@@ -62,7 +63,7 @@ def test_results_json_matches_independent_recomputation(smoke):
         sdir = out / f"{name}-s1"
         r = json.loads((sdir / "results.json").read_text())
         assert (r["system"], r["arch"], r["seed"], r["scale"]) == (name, arch, 1, "cpu")
-        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        state = safe_load(sdir / "checkpoints" / "checkpoint_best.pt")
         assert r["params"] == sum(v.numel() for v in state["model"].values())
         assert r["updates"] == state["optimizer_history"][-1]["num_updates"] > 0
         assert r["epochs"] == 1 and r["hit_max_epoch"] is True and r["stopped"] == "max_epoch"
@@ -96,8 +97,6 @@ def test_finished_systems_are_skipped(smoke):
 
 
 def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
-    import torch
-
     out, _, _, shared = smoke
     first = json.loads((out / "baseline-s1" / "results.json").read_text())
     args = [a if a != "1" or i == 0 or SMOKE[i - 1] != "--max-epoch" else "2" for i, a in enumerate(SMOKE)]
@@ -106,39 +105,42 @@ def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
     r = json.loads((out / "baseline-s1" / "results.json").read_text())
     assert [c["epoch"] for c in r["curve"]] == [1, 2] and r["curve"][0] == first["curve"][0]
     assert r["updates"] == 2 * first["updates"] and r["max_epoch"] == 2 and r["hit_max_epoch"]
-    last = torch.load(out / "baseline-s1" / "checkpoints" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    last = safe_load(out / "baseline-s1" / "checkpoints" / "checkpoint_last.pt")
     assert last["optimizer_history"][-1]["num_updates"] == r["updates"]
     log = (out / "baseline-s1" / "train.log").read_text()
     assert f"checkpoint_last.pt (epoch 2 @ {first['updates']} updates)" in log  # resumed, not restarted
     assert "--max-epoch 2" in r["command"]
 
 
-def test_a_dropout_sweep_point_needs_its_own_out_folder(smoke, tmp_path):
-    import torch
-
+def test_a_sweep_point_needs_its_own_out_folder(smoke, tmp_path):
     out, _, _, shared = smoke
     first = json.loads((out / "baseline-s1" / "results.json").read_text())
-    assert (first["lr"], first["dropout"]) == (0.001, 0.2)  # the family's cpu scale
+    assert (first["lr"], first["dropout"], first["clip_norm"]) == (0.001, 0.2, 1.0)  # the family's cpu scale
     before = {p: p.stat().st_mtime_ns for p in out.glob("*-s1/*") if p.is_file()}
-    p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, "--dropout", "0.4", check=False)
-    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
-    assert p.stderr.startswith("reproduce.py: error: mc_rnn/")
-    assert "was trained with --dropout 0.2, this run asks for 0.4; give this setting its own --out" in p.stderr
+    for opt, was, now in (("--dropout", "0.2", "0.4"), ("--clip-norm", "1.0", "0.1")):
+        p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, opt, now, check=False)
+        assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+        assert p.stderr.startswith("reproduce.py: error: mc_rnn/")
+        assert f"was trained with {opt} {was}, this run asks for {now}; give this setting its own --out" in p.stderr
     assert {p: p.stat().st_mtime_ns for p in before} == before
     p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, "--dropout", "2", check=False)
     assert p.stderr.strip().endswith("argument --dropout: must be a number in [0, 1), not '2'")
-    # in a folder of its own the sweep point trains every system with the new rate and says so
-    run("mc_rnn", "--out", tmp_path, "--data-root", shared, *SMOKE, "--dropout", "0.4")
+    for bad in ("-1", "inf", "nan", "x"):
+        p = run("mc_rnn", "--out", out.parent, "--data-root", shared, *SMOKE, "--clip-norm", bad, check=False)
+        assert p.stderr.strip().endswith(f"argument --clip-norm: must be a number >= 0 (0: no clipping), not '{bad}'")
+    # in a folder of its own the sweep point trains every system with the new settings and says so
+    run("mc_rnn", "--out", tmp_path, "--data-root", shared, *SMOKE, "--dropout", "0.4", "--clip-norm", "0.5")
     comparison = json.loads((tmp_path / "mc_rnn" / "comparison.json").read_text())
-    assert comparison["scale_notes"].endswith("this run overrides --width 16, --dropout 0.4, --max-epoch 1, "
-                                              "--limit-train 300, --limit-eval 24")
-    assert "--dropout 0.4" in comparison["command"]
+    assert comparison["scale_notes"].endswith("this run overrides --width 16, --dropout 0.4, --clip-norm 0.5, "
+                                              "--max-epoch 1, --limit-train 300, --limit-eval 24")
+    assert "--dropout 0.4 --clip-norm 0.5" in comparison["command"]
     for name in ("mc_rnn_3", "baseline"):
         sdir = tmp_path / "mc_rnn" / f"{name}-s1"
         r = json.loads((sdir / "results.json").read_text())
-        assert r["dropout"] == 0.4 and r["lr"] == 0.001
-        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        assert (r["dropout"], r["clip_norm"], r["lr"]) == (0.4, 0.5, 0.001)
+        state = safe_load(sdir / "checkpoints" / "checkpoint_best.pt")
         assert state["cfg"]["model"]["dropout"] == 0.4
+        assert state["cfg"]["optimization"]["clip_norm"] == 0.5
 
 
 def test_page_is_generated_from_the_published_json(smoke):
@@ -165,8 +167,6 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
     table, whose unmasked perplexity is eval-lm's, and which a rerun adds to a run finished without it."""
     import math
 
-    import torch
-
     run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
         "--width", "30", "--max-epoch", "1", "--systems", "wide3")
     fam = tmp_path / "parallel_cells"
@@ -174,8 +174,7 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
         r = json.loads((fam / f"{name}-s1" / "results.json").read_text())
         assert r["metric"] == "ppl" and r["options"] == ["--decoder-embed-dim", "30", "--decoder-hidden-size", "30",
                                                          "--wide", wide, "--cell-input", "slice", "--init-scale", "0.1"]
-        cfg = torch.load(fam / f"{name}-s1" / "checkpoints" / "checkpoint_best.pt", map_location="cpu",
-                         weights_only=False)["cfg"]["model"]
+        cfg = safe_load(fam / f"{name}-s1" / "checkpoints" / "checkpoint_best.pt")["cfg"]["model"]
         assert (cfg["wide"], cfg["cell_input"], cfg["init_scale"]) == (int(wide), "slice", 0.1)
         assert ("cell_masking" in r) == (name == "wide3")
         nll = json.loads((fam / f"{name}-s1" / "test" / "sentence_nll.json").read_text())
@@ -235,8 +234,6 @@ def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data
     """dpn_s2s: M9 alone (the reference row, so --systems m9 trains nothing else) for one epoch; its
     results.json carries Table 5's four alignment entropies, equal to a recomputation from the
     checkpoint; the dry run then lists M9, M1 and M5 with parameter counts (M9's = the checkpoint's)."""
-    import torch
-
     run("dpn_s2s", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
         "--width", "16", "--max-epoch", "1", "--systems", "m9")
     fam = tmp_path / "dpn_s2s"
@@ -246,7 +243,7 @@ def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data
     assert r["options"] == ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-conv-dim", "16",
                             "--decoder-conv-dim", "16", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]
     ckpt = fam / "m9-s1" / "checkpoints" / "checkpoint_best.pt"
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = safe_load(ckpt)
     cfg_model = state["cfg"]["model"]
     assert (cfg_model["encoder_paths"], cfg_model["decoder_paths"]) == ("cnn,san", "cnn,san")
     assert cfg_model["dropout"] == 0.1  # the paper's IWSLT14 dropout
@@ -286,8 +283,6 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
     sacrebleu of the written hypotheses against the raw references (also in the paired bootstrap);
     the dry run lists all four systems (SWL too) with their parameter counts and data dirs."""
     import sacrebleu
-    import torch
-
     sys.path.insert(0, str(REPO / "scripts" / "lib"))
     import repro_run
 
@@ -314,7 +309,7 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         assert (r["system"], r["arch"], r["seed"], r["scale"], r["metric"]) == (name, arch, 1, "cpu", "bleu")
         assert r["options"] == ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-hidden-size", "16",
                                 "--decoder-hidden-size", "16"]
-        state = torch.load(sdir / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+        state = safe_load(sdir / "checkpoints" / "checkpoint_best.pt")
         assert r["params"] == sum({v.data_ptr(): v.numel() for v in state["model"].values()}.values())
         assert r["updates"] == state["optimizer_history"][-1]["num_updates"] > 0
         assert r["epochs"] == 1 and r["stopped"] == "max_epoch"
@@ -366,6 +361,10 @@ def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
     assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
         "reproduce.py: error: --dropout changes the family's setting: publish the run with --variant NAME so that it "
         "does not replace the family's comparison")
+    p = run("mc_rnn", "--out", tmp_path, "--clip-norm", "0.1", "--publish", check=False)
+    assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
+        "reproduce.py: error: --clip-norm changes the family's setting: publish the run with --variant NAME so "
+        "that it does not replace the family's comparison")
     p = run("mc_rnn", "--out", tmp_path, "--variant", "dropout_0.4", check=False)
     assert p.stderr.strip().endswith("error: --variant names where --publish puts the run; add --publish")
     p = run("mc_rnn", "--out", tmp_path, "--variant", "../x", "--publish", check=False)

@@ -711,12 +711,12 @@ def keep_vocabulary(data: Data, ckpt_dir: str):
             shutil.copy(os.path.join(bpe, name), os.path.join(ckpt_dir, name))
 
 
-SWEPT_OPTIONS = ("--lr", "--dropout")
+SWEPT_OPTIONS = ("--lr", "--dropout", "--clip-norm")
 
 
 def check_same_settings(tag: str, sdir: str, cmd: List[str]):
     """A run folder holds one setting: refuse to resume or reuse a run that ``train.log`` shows was
-    trained with another learning rate or dropout (a sweep point needs its own ``--out``)."""
+    trained with another learning rate, dropout or clipping threshold (a sweep point needs its own ``--out``)."""
     log = os.path.join(sdir, "train.log")
     if not os.path.isfile(log):
         return
@@ -753,9 +753,9 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
                     tag, data, os.path.join(sdir, "checkpoints", "checkpoint_best.pt"), os.path.join(sdir, "test"),
                     system.masking_groups)
                 write_json(res_path, earlier)
-            if "dropout" not in earlier:  # a run from before results.json recorded them (train.log agrees)
-                earlier.update(lr=scale.lr, dropout=scale.dropout)
-                write_json(res_path, earlier)
+            if "dropout" not in earlier or "clip_norm" not in earlier:  # a run from before results.json
+                earlier.update(lr=scale.lr, dropout=scale.dropout, clip_norm=scale.clip_norm)  # recorded them
+                write_json(res_path, earlier)  # (check_same_settings has matched them against train.log)
             say(f"{tag}: finished earlier ({res_path}), skipped")
             return earlier
         # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
@@ -792,7 +792,7 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
         "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx["max_epoch"],
         "patience": scale.patience, "max_tokens": ctx["max_tokens"], "lr": scale.lr, "dropout": scale.dropout,
-        "best_epoch": best["epoch"],
+        "clip_norm": scale.clip_norm, "best_epoch": best["epoch"],
         "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
         "metric": "ppl" if family.kind == "lm" else "bleu",
         "test": {k: v for k, v in test.items() if k not in ("hyp", "nll")},
