@@ -4,6 +4,7 @@
     python scripts/reproduce.py FAMILY [--scale cpu|paper] [--seeds N] [--out DIR] [--systems a,b]
         [--test-src F --test-ref F] [--max-epoch N] [--dropout P] [--clip-norm C] [--dry-run] [--publish [--variant NAME]]
     python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
+    python scripts/reproduce.py --recompute        # recompute every p-value and interval from committed files
 
 For the family's systems (``scripts/lib/repro_families.py``) it prepares the data once
 (scripts/preprocess.sh: the same tokenisation, BPE and dictionaries for every system; the lattice
@@ -11,15 +12,16 @@ family's scripts/recipes/lattice_zh_en_small.sh: lattices, word or character cha
 side), trains each system with fairseq-train on the paper's schedule (learning rate halved on a dev
 plateau, early stopping with patience, a ``--max-epoch`` safety cap that is reported when hit), one thread per
 system and ``--jobs`` systems at a time; translates the test set with beam 5 (scripts/generate.sh)
-and scores it with scripts/score.py (detokenized sacrebleu with its signature); runs sacrebleu's
-paired bootstrap of each system against the baseline; and draws the learning curves (dev loss vs
-updates and vs wall time).  With ``--seeds N`` every system is trained with seeds 1..N, and the
-comparison adds each system's mean and sd over seeds and a paired bootstrap of the seed-averaged
-score between every two systems (scripts/lib/repro_seeds.py; Clark et al. 2011).  Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
+and scores it with scripts/score.py (detokenized sacrebleu with its signature); tests every
+comparison of the family (fairseq_local_repro/compare.py: the paired t-test over seeds, the
+two-level test over seeds and sentences, the per-sentence randomization test, Holm-corrected); and
+draws the learning curves (dev loss vs updates and vs wall time).  With ``--seeds N`` every system
+is trained with seeds 1..N.  Dev and test keep no pair whose source occurs in the training part.
+Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
 dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
 where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
-``--publish`` copies the JSON and the curves to docs/results/reproduce/FAMILY/ and rewrites
-docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--clip-norm``, ``--limit-train``) to
+``--publish`` copies the JSON, each run's test outputs (gzip'd) and the curves to
+docs/results/reproduce/FAMILY/ and rewrites docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--clip-norm``, ``--limit-train``) to
 docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.  ``--test-src F --test-ref F`` also scores every trained system on a raw
 parallel test set of your own (no retraining).
 """
@@ -35,6 +37,8 @@ import repro_families  # noqa: E402
 
 PROG = "reproduce.py"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:  # fairseq_local_repro, also where the environment was installed before it existed
+    sys.path.insert(1, REPO)
 
 
 def fail(msg: str):
@@ -82,6 +86,14 @@ def variant_name(text: str) -> str:
     return text
 
 
+def run_names(text: str):
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9_]+-s[1-9][0-9]*", name):
+            raise argparse.ArgumentTypeError(f"runs are SYSTEM-sSEED (e.g. word-s2), not '{name}'")
+    return names
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,13 +127,21 @@ def parse_args(argv=None):
     p.add_argument("--variant", type=variant_name,
                    help="with --publish: publish to DOCS/results/reproduce/FAMILY/VARIANT, a sweep point or probe shown "
                         "under the family's comparison instead of replacing it (required with --dropout and --clip-norm)")
+    p.add_argument("--queued", type=run_names, default=[],
+                   help="with --publish: runs of the comparison still training or queued (SYSTEM-sSEED,...), named "
+                        "on the page as such until they are published")
     p.add_argument("--page-only", action="store_true", help="only rewrite DOCS/results.md from DOCS/results/reproduce")
+    p.add_argument("--recompute", action="store_true",
+                   help="recompute every p-value and interval of DOCS/results/reproduce from the committed files and "
+                        "check them against the published ones (python -m fairseq_local_repro.compare --recompute)")
     p.add_argument("--docs", default=os.path.join(REPO, "docs"), help="docs folder for --publish / --page-only")
     a = p.parse_args(argv)
     if len(a.test_src) != len(a.test_ref):
         p.error("--test-src and --test-ref must be given the same number of times")
-    if not a.page_only and not a.family:
-        p.error("FAMILY is required (or --page-only)")
+    if not a.page_only and not a.recompute and not a.family:
+        p.error("FAMILY is required (or --page-only, --recompute)")
+    if a.queued and not a.publish:
+        p.error("--queued names runs on the published page; add --publish")
     if a.variant and not a.publish:
         p.error("--variant names where --publish puts the run; add --publish")
     if a.publish and not a.variant:
@@ -148,6 +168,10 @@ def main(argv=None):
     a = parse_args(argv)
     import repro_page
 
+    if a.recompute:
+        from fairseq_local_repro import compare
+
+        return compare.main(["--recompute", os.path.join(a.docs, "results", "reproduce")])
     if a.page_only:
         path = repro_page.write_page(a.docs)
         print(f"wrote {path}")
@@ -235,7 +259,8 @@ def main(argv=None):
             repro_run.score_extra_lm(ctx, results, text)
         print(repro_page.table(comparison))
         if a.publish:
-            path = repro_page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant)
+            path = repro_page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant, run_root=out,
+                                      test_ref=data.test_ref, queued=a.queued)
             repro_run.say(f"published to {path}")
     except ReproError as e:
         fail(str(e))

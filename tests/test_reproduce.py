@@ -53,12 +53,35 @@ def test_unavailable_scale_and_bad_system_are_one_line(tmp_path):
                                 "(it has mc_rnn_3, baseline, baseline_large)")
 
 
+def normalised(line):
+    return " ".join(line.casefold().split())
+
+
+def clean_held_out(train_src, src, tgt):
+    """The pairs of (src, tgt) whose normalised source is not among the training sources."""
+    seen = {normalised(x) for x in train_src}
+    return [(a, b) for a, b in zip(src, tgt) if normalised(a) not in seen]
+
+
+def multi30k(shared, name):
+    return (shared / "multi30k-de-en" / name).read_text(encoding="utf-8").splitlines()
+
+
 def test_results_json_matches_independent_recomputation(smoke):
     import sacrebleu
 
+    from fairseq_local_repro import compare
+
     out, _, _, shared = smoke
-    # the family's test set is the official Multi30k validation set (first 24 pairs here)
-    refs = (shared / "multi30k-de-en" / "valid.en").read_text(encoding="utf-8").splitlines()[:24]
+    # the family's test set is the official Multi30k validation set less the pairs whose source occurs in the
+    # training part (every training pair but the last 1,000, the dev set), first 24 pairs here
+    train_de = multi30k(shared, "train.de")
+    test = clean_held_out(train_de[:-1000], multi30k(shared, "valid.de"), multi30k(shared, "valid.en"))
+    refs = [e for _, e in test][:24]
+    dev = clean_held_out(train_de[:-1000], train_de[-1000:], multi30k(shared, "train.en")[-1000:])
+    assert (out / "data" / "raw" / "test.en").read_text(encoding="utf-8").splitlines() == refs
+    assert (out / "data" / "raw" / "dev.de").read_text(encoding="utf-8").splitlines() == [d for d, _ in dev][:24]
+    assert len(test) == 1014 - 2 and len(dev) == 1000 - 3  # the Multi30k overlaps: 2 test, 3 dev sources
     for name, arch, baseline in (("mc_rnn_3", "mc_rnn_iwslt_de_en_3", False), ("baseline", "rnnsearch_iwslt_de_en", True)):
         sdir = out / f"{name}-s1"
         r = json.loads((sdir / "results.json").read_text())
@@ -76,14 +99,22 @@ def test_results_json_matches_independent_recomputation(smoke):
         bleu = sacrebleu.metrics.BLEU(lowercase=True)
         assert r["test"]["bleu"] == pytest.approx(bleu.corpus_score(hyps, [refs]).score, abs=0.006)
         assert r["test"]["signature"] == str(bleu.get_signature())
-        assert r["test"]["ci95"] >= 0 and r["test"]["paired_bs_samples"] == 1000
-        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == baseline
+        assert r["split"] == {"train": 300, "dev": 24, "test": 24, "dev_dropped": 3, "test_dropped": 2}
+        assert "paired_bs_p_vs_baseline" not in r["test"]
         # the BPE codes and dictionaries are kept beside the checkpoint
         assert {"codes.joint", "dict.de.txt", "dict.en.txt"} <= set(os.listdir(sdir / "checkpoints"))
     assert not (out / "baseline_large-s1").exists()  # not selected by --systems
     comparison = json.loads((out / "comparison.json").read_text())
     assert [s["system"] for s in comparison["systems"]] == ["mc_rnn_3", "baseline"]
-    assert "official validation set = test" in comparison["data"]
+    assert "official validation set = test" in comparison["data"] and "2 test pairs dropped" in comparison["data"]
+    # the per-sentence randomization test of the two runs, recomputed from the hypotheses and references
+    stats = {n: compare.bleu_statistics((out / f"{n}-s1" / "test" / "hyp.txt").read_text(encoding="utf-8")
+                                        .splitlines(), refs) for n in ("mc_rnn_3", "baseline")}
+    expected = compare.sentence_test(stats["mc_rnn_3"], stats["baseline"], compare.corpus_bleu, rng_seed=12346)
+    (c,) = comparison["statistics"]["comparisons"]
+    assert (c["system"], c["reference"], c["seed_level"], c["two_level"]) == ("mc_rnn_3", "baseline", None, None)
+    assert c["per_sentence"]["1"]["p"] == pytest.approx(expected["p"], abs=1e-4)
+    assert c["per_sentence"]["1"]["p_holm"] == c["per_sentence"]["1"]["p"]  # one comparison
 
 
 def test_finished_systems_are_skipped(smoke):
@@ -152,6 +183,26 @@ def test_page_is_generated_from_the_published_json(smoke):
     assert f"| MC-RNN-3 | `mc_rnn_iwslt_de_en_3` | {r['params'] / 1e6:.2f}M | 1 | 1 | {r['updates']} |" in page
     assert "python scripts/reproduce.py mc_rnn --scale cpu --systems mc_rnn_3 --max-epoch 1" in page
     assert "**max-epoch cap**" in page and "Max-epoch cap hit by: MC-RNN-3, Baseline-RNN" in page
+    assert "2 test pairs were dropped because their source" in page
+    # the runs' hypotheses and the references are published beside the JSON (as the runs were when published:
+    # a later test of this module trains them on): the published BLEU is sacrebleu's on the published files
+    import sacrebleu
+
+    from fairseq_local_repro import compare
+
+    ref = (smoke[0] / "data" / "raw" / "test.en").read_text(encoding="utf-8")
+    assert compare.read_gz(str(fam / "test.ref.gz")) == ref and r["test_ref_sha256"] == compare.sha256_text(ref)
+    for name in ("mc_rnn_3", "baseline"):
+        pub = json.loads((fam / f"{name}-s1.json").read_text())
+        hyp = compare.read_gz(str(fam / pub["outputs"]["file"]))
+        assert pub["outputs"]["sha256"] == compare.sha256_text(hyp) and len(hyp.splitlines()) == 24
+        bleu = sacrebleu.corpus_bleu(hyp.splitlines(), [ref.splitlines()], lowercase=True).score
+        assert pub["test"]["bleu"] == pytest.approx(bleu, abs=0.006)
+    assert (fam / "mc_rnn_3-s1.hyp.gz").stat().st_size < 100_000
+    # every p-value and interval on the page is recomputed from the published files alone
+    p = run("--recompute", "--docs", docs)
+    assert "every p-value and interval equals the committed one" in p.stdout
+    assert "mc_rnn: 2 of 2 runs with committed outputs" in p.stdout
     # change a figure in the JSON: --page-only rewrites the page from it
     r["test"]["bleu"] = 42.42
     (fam / "mc_rnn_3-s1.json").write_text(json.dumps(r))
@@ -182,8 +233,16 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
         ppl = math.exp(sum(n for n, _ in nll) / sum(t for _, t in nll))
         assert r["test"]["ppl"] == pytest.approx(ppl, rel=1e-3)
         assert r["test"]["ppl"] == pytest.approx(2 ** r["test"]["loss_bits"], rel=1e-3)
-        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "wide1") and r["test"]["ci95"] > 0
+        assert r["split"]["test"] == 24 and r["split"]["test_dropped"] == 1  # 1 test caption occurs in training
     assert not (fam / "wide5-s1").exists()
+    from fairseq_local_repro import compare
+
+    nll = {n: json.loads((fam / f"{n}-s1" / "test" / "sentence_nll.json").read_text()) for n in ("wide1", "wide3")}
+    expected = compare.sentence_test(nll["wide3"], nll["wide1"], compare.corpus_ppl, rng_seed=12346)
+    comparison = json.loads((fam / "comparison.json").read_text())
+    (c,) = comparison["statistics"]["comparisons"]
+    assert c["per_sentence"]["1"]["p"] == pytest.approx(expected["p"], abs=1e-4)
+    assert c["per_sentence"]["1"]["delta"] == pytest.approx(expected["delta"], abs=1e-4)
 
     res_path = fam / "wide3-s1" / "results.json"
     r = json.loads(res_path.read_text())
@@ -283,14 +342,11 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
     sacrebleu of the written hypotheses against the raw references (also in the paired bootstrap);
     the dry run lists all four systems (SWL too) with their parameter counts and data dirs."""
     import sacrebleu
-    sys.path.insert(0, str(REPO / "scripts" / "lib"))
-    import repro_run
 
     run("lattice", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
         "--width", "16", "--max-epoch", "1", "--jobs", "2", "--systems", "dwl_gating,char")
     fam = tmp_path / "lattice"
     corpus = shared_data / "tatoeba-zh-en"
-    refs = (corpus / "valid.en").read_text(encoding="utf-8").splitlines()[:24]  # the official validation set
     bleu = sacrebleu.metrics.BLEU(lowercase=True)
     # dev: every 26th pair of the length-ordered training file (26,655 // 1,000), train: the others in order
     authors = (corpus / "train.attribution").read_text(encoding="utf-8").splitlines()
@@ -298,8 +354,14 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
     assert stride == 26
     train_authors = [a for i, a in enumerate(authors) if i % stride != stride - 1 or i >= 1000 * stride][:300]
     zh = (corpus / "train.zh").read_text(encoding="utf-8").splitlines()
-    assert (fam / "data" / "split" / "valid.zh").read_text(encoding="utf-8").splitlines() == \
-        [zh[i] for i in range(stride - 1, 1000 * stride, stride)][:24]
+    en = (corpus / "train.en").read_text(encoding="utf-8").splitlines()
+    dev_idx = set(range(stride - 1, 1000 * stride, stride))
+    rest = [x for i, x in enumerate(zh) if i not in dev_idx]
+    dev = clean_held_out(rest, [zh[i] for i in sorted(dev_idx)], [en[i] for i in sorted(dev_idx)])
+    assert (fam / "data" / "split" / "valid.zh").read_text(encoding="utf-8").splitlines() == [z for z, _ in dev][:24]
+    test = clean_held_out(rest, (corpus / "valid.zh").read_text(encoding="utf-8").splitlines(),
+                          (corpus / "valid.en").read_text(encoding="utf-8").splitlines())
+    refs = [e for _, e in test][:24]
     results, hyps = {}, {}
     trained = [x for x in LATTICE_SYSTEMS if x[0] != "swl_gating"]
     assert not (fam / "swl_gating-s1").exists()  # not selected by --systems
@@ -323,7 +385,7 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         assert len(hyps[name]) == 24
         assert r["test"]["bleu"] == pytest.approx(bleu.corpus_score(hyps[name], [refs]).score, abs=0.006)
         assert r["test"]["signature"] == str(bleu.get_signature()) and "case:lc" in r["test"]["signature"]
-        assert (r["test"]["paired_bs_p_vs_baseline"] is None) == (name == "word") and r["test"]["ci95"] >= 0
+        assert r["split"]["dev_dropped"] == 205 and r["split"]["test_dropped"] == 198
     # characters batch every kind: one seed, the same batches, the same number of updates
     assert len({r["updates"] for r in results.values()}) == 1
     # one English side: the same target dictionary for every kind; the lattice's words include jieba's
@@ -333,14 +395,15 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
     words = {k: {w for w, _ in map(str.split, (data / k / "dict.zh.txt").read_text(encoding="utf-8").splitlines())
                  if not w.startswith("madeupword")} for k in ("lattice", "word", "char")}  # not the padding symbols
     assert words["word"] < words["lattice"] and all(len(w) == 1 for w in words["char"])
-    # the paired bootstrap scores with the same case-insensitive BLEU, also on upper-cased hypotheses
-    upper = tmp_path / "upper.txt"
-    upper.write_text("".join(h.upper() + "\n" for h in hyps["dwl_gating"]), encoding="utf-8")
-    bs = repro_run.paired_bootstrap(str(fam / "word-s1" / "test" / "hyp.txt"), {"dwl": str(upper)},
-                                    str(fam / "data" / "split" / "test.en"), n_samples=10)
-    assert bs["baseline"]["bleu"] == results["word"]["test"]["bleu"] and bs["dwl"]["bleu"] == \
-        results["dwl_gating"]["test"]["bleu"]
+    # the statistics score with the same case-insensitive BLEU, also on upper-cased hypotheses
+    from fairseq_local_repro import compare
+
+    for name in ("word", "dwl_gating"):
+        upper = compare.bleu_statistics([h.upper() for h in hyps[name]], refs)
+        assert compare.corpus_bleu(upper.sum(0))[0] == pytest.approx(results[name]["test"]["bleu"], abs=0.006)
     comparison = json.loads((fam / "comparison.json").read_text())
+    assert [(c["system"], c["reference"]) for c in comparison["statistics"]["comparisons"]] == [
+        ("dwl_gating", "word"), ("dwl_gating", "char")]  # the family's comparisons among the systems run
     assert comparison["baseline"] == "word" and [s["system"] for s in comparison["systems"]] == \
         [n for n, _, _ in trained]
     assert "300 kept by the paper's length filter" in comparison["data"]
@@ -354,6 +417,13 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         assert count == (results[name]["params"] if name in results else results["dwl_gating"]["params"] + 2 * 17)
         cmd = next(x for x in lines if f"--arch {arch} " in x)
         assert f"{fam / 'data' / 'bin' / kind} " in cmd and "--task lattice_translation" in cmd
+    # the word-level baselines of the lattice's other two segmenters read their own word chains
+    for name in ("word_thulac", "word_snownlp"):
+        cmd = next(x for x in lines if f"{fam / (name + '-s1')}" in x)
+        assert f"{fam / 'data' / 'bin' / name} " in cmd and "--arch rnnsearch_zh_word " in cmd
+        chains = (fam / "data" / "raw" / name / "train.zh").read_text(encoding="utf-8").splitlines()
+        jieba = (fam / "data" / "raw" / "word" / "train.zh").read_text(encoding="utf-8").splitlines()
+        assert len(chains) == len(jieba) == 300 and chains != jieba  # the same sentences, segmented otherwise
 
 
 def test_publishing_a_changed_setting_needs_a_variant(tmp_path):

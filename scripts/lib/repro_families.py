@@ -3,7 +3,7 @@ systems (registered architecture + options), its data, its metric, its training 
 scale, and the claim the comparison tests.
 
 A family is a :class:`Family`; its systems are :class:`System` rows.  The first system flagged
-``baseline`` is what every other system is compared against (paired bootstrap for BLEU).  Widths at
+``baseline`` is what every other system is compared against (``Family.comparisons`` may name other pairs).  Widths at
 ``--scale cpu`` follow one rule per family (``Scale.width``): every system gets the same embedding
 and hidden width, except a system with ``size_match`` set, whose hidden width is the one that gives
 it the parameter count of the named system at that width (the size-matched control of the paper).
@@ -69,6 +69,9 @@ class Family:
     task: str = "translation"      # the fairseq task of a translation family (training and generation)
     unavailable: Dict[str, str] = field(default_factory=dict)  # scale -> why the harness cannot run it
     reference: Dict[str, Dict[str, float]] = field(default_factory=dict)  # the paper's figures, shown beside ours
+    # the comparisons the claim makes, (system, reference) pairs, Holm-corrected together (default:
+    # every system against the baseline)
+    comparisons: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def baseline(self) -> System:
@@ -85,7 +88,8 @@ class Family:
 # Adam 1e-3, clip 1.0, cross entropy, learning rate halved whenever the dev loss stops improving,
 # early stop after 5 stale validations, max-tokens 4000, 256 units, dropout 0.2.
 MULTI30K_CPU = ("Multi30k De-En: first 28,000 training pairs = train, last 1,000 training pairs = dev "
-                "(early stopping, learning-rate schedule), the official 1,014-pair validation set = test; "
+                "(early stopping, learning-rate schedule), the official 1,014-pair validation set = test, dev and "
+                "test cleaned of every pair whose source occurs in the training part; "
                 "Moses-tokenized, lowercased, joint subword-nmt BPE 8000 (scripts/preprocess.sh)")
 
 FAMILIES: Dict[str, Family] = {
@@ -123,7 +127,8 @@ FAMILIES: Dict[str, Family] = {
 # clip 1, learning rate halved on a dev plateau, early stopping: the same optimizer for every
 # system, so that the comparison is of the architectures.
 MULTI30K_EN_LM = ("English side of Multi30k as a language-model corpus: first 28,000 training captions = train, "
-                  "last 1,000 = dev, the official 1,014-caption validation set = test; Moses-tokenized, lowercased, "
+                  "last 1,000 = dev, the official 1,014-caption validation set = test, dev and test cleaned of every "
+                  "caption that occurs in the training part; Moses-tokenized, lowercased, "
                   "word-level (no BPE), one caption per sample")
 PTB = "Penn Treebank (Mikolov's version, scripts/recipes/prepare_ptb.sh), one sentence per sample"
 LM_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) for every system instead of each paper's SGD/AdaGrad schedule, learning rate "
@@ -253,7 +258,8 @@ FAMILIES["dpn_s2s"] = Family(
 TATOEBA_ZH_EN_CPU = ("Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the corpus's *.attribution files): "
                      "every 26th training pair = dev (1,000 pairs spread over the training file, which is ordered "
                      "by length), the other 25,655 = train (all within the paper's length filter: <= 70 characters, "
-                     "<= 50 words), the official 1,000-pair validation set = test; "
+                     "<= 50 words), the official 1,000-pair validation set = test, dev and test cleaned of every "
+                     "pair whose source (case-folded, whitespace collapsed) occurs in the training part; "
                      "English Moses-tokenized (cased, no BPE), Chinese as jieba+thulac+snownlp lattices (DWL/SWL), "
                      "jieba word chains (word level) or character chains (char level), word types seen >= 2 times "
                      "(scripts/recipes/lattice_zh_en_small.sh); case-insensitive BLEU, as in the paper")
@@ -274,6 +280,10 @@ FAMILIES["lattice"] = Family(
         System("swl_gating", "SWL-GRU + Gating", "lattice_swl_gating", data="lattice"),
         System("word", "RNNSearch (word, jieba)", "rnnsearch_zh_word", baseline=True, data="word"),
         System("char", "RNNSearch (char)", "rnnsearch_zh_char", data="char"),
+        # the other two segmenters of the lattice, each as its own word-level baseline: the paper's
+        # claim is against the best single segmentation
+        System("word_thulac", "RNNSearch (word, thulac)", "rnnsearch_zh_word", data="word_thulac"),
+        System("word_snownlp", "RNNSearch (word, snownlp)", "rnnsearch_zh_word", data="word_snownlp"),
     ),
     scales={
         "cpu": Scale(width=256, max_tokens=2000, patience=2, max_epoch=30, dropout=0.2,
@@ -285,6 +295,9 @@ FAMILIES["lattice"] = Family(
     },
     data_cpu=TATOEBA_ZH_EN_CPU,
     task="lattice_translation",
+    # the claim is against the best single segmentation and against characters, and DWL > SWL
+    comparisons=(("dwl_gating", "word"), ("dwl_gating", "word_thulac"), ("dwl_gating", "word_snownlp"),
+                 ("dwl_gating", "char"), ("swl_gating", "word"), ("dwl_gating", "swl_gating")),
     unavailable={"paper": "the paper's NIST Zh-En data are LDC-licensed and not downloadable: prepare them with "
                           "scripts/recipes/prepare_nist_zhen.sh --mode lattice and train the Table 1 rows with "
                           "scripts/recipes/lattice_nist_zhen.sh"},

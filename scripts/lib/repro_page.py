@@ -7,7 +7,7 @@ without the checkpoints: ``python scripts/reproduce.py --page-only``.
 import json
 import os
 import shutil
-from typing import List
+from typing import List, Optional
 
 from repro_run import write_json
 
@@ -17,13 +17,41 @@ Each paper's central comparison, every system trained to convergence on real dat
 `scripts/reproduce.py` (learning rate halved on a dev plateau, early stopping with patience, a
 max-epoch safety cap reported when hit), one thread per system.  Generated from the JSON in
 `docs/results/reproduce/` by `python scripts/reproduce.py --page-only`; each table shows the
-command that reproduces it.  BLEU is detokenized sacrebleu (signature under each table) with the
-95% interval of sacrebleu's paired bootstrap (1,000 resamples) and its p-value against the
-baseline.  Where a family was run with several seeds, a second table gives each system's mean and
-sd over seeds and the paired bootstrap of the seed-averaged score (Clark et al. 2011).  A family's
-sweep points and probes (a changed `--dropout` or `--limit-train`, published with `--variant NAME`)
-follow its comparison, each with its own command and its own baseline run.  Wall times
-are on a shared 2-core machine: compare updates, not minutes, across rows.
+command that reproduces it.  BLEU is detokenized sacrebleu (signature under each table).  A
+family's sweep points and probes (a changed `--dropout` or `--limit-train`, published with
+`--variant NAME`) follow its comparison, each with its own command and its own baseline run.  Wall
+times are on a shared 2-core machine: compare updates, not minutes, across rows.
+
+**Statistics** (`fairseq_local_repro/compare.py`; every test two-sided, each shown by simulation to
+hold its level in `tests/test_repro_compare.py`):
+
+* *Seed-level test*, which every verdict follows: a paired t-test over seeds of the runs' test
+  scores (each system's run of seed k against the reference's run of seed k), with the 95% interval
+  of the mean difference.  With three seeds it has 2 degrees of freedom: it detects only gaps that
+  are large against the seed-to-seed spread.
+* *Two-level test* (seeds and sentences), where every run's test outputs are committed: the
+  between-seed variance plus the between-sentence variance from a paired bootstrap over sentences,
+  Welch t reference.
+* *Per-sentence test* of one seed's pair of runs, where both runs' outputs are committed: paired
+  approximate randomization over test sentences, 1,000 resamples, so its smallest p is shown as
+  "≤ 0.001"; beside it a bootstrap 95% interval.  It sees the test set's sampling error only, never
+  the optimizer's: a per-sentence p < 0.05 says "these two runs differ", not "these two systems do".
+* Every test's p-values are Holm-corrected across the family's comparisons ("Holm p").
+
+From the runs published with their per-sentence outputs (test hypotheses, gzip'd, beside the run's
+JSON with the test references `test.ref.gz`, or per-sentence log-likelihoods `*.nll.gz` for
+language models) every p-value and interval on this page can be recomputed from the committed files:
+
+<!-- doc-test: parse (reads the whole published tree; tests/test_repro_compare.py runs it) -->
+```bash
+python scripts/reproduce.py --recompute
+```
+
+(the same as `python -m fairseq_local_repro.compare --recompute docs/results/reproduce`; it exits with
+status 1 and names every figure that differs from the committed one).
+
+Runs published before outputs were kept have their per-seed scores only: their seed-level tests
+are recomputable, their per-sentence tests are not, and the page says so where it applies.
 """
 
 
@@ -31,13 +59,34 @@ def _fmt_minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
+def _per_sentence(comparison: dict, r: dict) -> Optional[dict]:
+    """The per-sentence test of run ``r`` against the baseline's run of its seed, if computed."""
+    for c in (comparison.get("statistics") or {}).get("comparisons", []):
+        if c["system"] == r["system"] and c["reference"] == comparison["baseline"]:
+            return c["per_sentence"].get(str(r["seed"]))
+    return None
+
+
 def _cells(comparison: dict, r: dict, p_digits: int) -> dict:
-    """One run's formatted figures: test score, its 95% half-width, p vs the baseline, stop reason."""
+    """One run's formatted figures: test score, its 95% half-width (recomputed from its committed
+    outputs; else the one recorded at training time, marked †), the per-sentence p against the
+    baseline's run of its seed (Holm-corrected), stop reason."""
+    from fairseq_local_repro.compare import format_p
+
     t = r["test"]
-    p = t.get("paired_bs_p_vs_baseline")
-    return {"score": f"{t['ppl'] if comparison.get('kind') == 'lm' else t['bleu']:.2f}",
-            "ci": f"{t['ci95']:.2f}" if t.get("ci95") is not None else None,
-            "p": "(baseline)" if r["system"] == comparison["baseline"] else ("–" if p is None else f"{p:.{p_digits}f}"),
+    stats = comparison.get("statistics") or {}
+    interval = stats.get("run_intervals", {}).get(f"{r['system']}-s{r['seed']}")
+    if interval is not None:
+        ci = f"{interval['ci95']:.2f}"
+    else:
+        ci = f"{t['ci95']:.2f}†" if t.get("ci95") is not None else None
+    if r["system"] == comparison["baseline"]:
+        p = "(baseline)"
+    else:
+        test = _per_sentence(comparison, r)
+        p = "–" if test is None else (f"{format_p(test['p_holm'], stats.get('n_resamples'))}"
+                                      f" (Δ {test['delta']:+.2f})")
+    return {"score": f"{t['ppl'] if comparison.get('kind') == 'lm' else t['bleu']:.2f}", "ci": ci, "p": p,
             "stopped": "**max-epoch cap**" if r["hit_max_epoch"] else r["stopped"].replace("_", " ")}
 
 
@@ -48,7 +97,7 @@ def _metric(comparison: dict) -> str:
 def table(comparison: dict) -> str:
     """The comparison as a Markdown table (one row per system and seed)."""
     rows = ["| system | arch | params | seed | epochs | updates | wall | stopped by | dev loss (bits) | dev ppl "
-            f"| {_metric(comparison)} | 95% CI | paired-bs p vs baseline |",
+            f"| {_metric(comparison)} | 95% CI | per-sentence Holm p vs baseline |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in comparison["systems"]:
         c = _cells(comparison, r, 4)
@@ -62,7 +111,7 @@ def summary_table(comparison: dict) -> str:
     """The comparison's headline rows for a family page: system, size, training length, dev and
     test scores with the test interval and the p-value against the baseline."""
     rows = [f"| system | params | seed | updates | stopped by | dev ppl | {_metric(comparison)} (95% CI) "
-            "| p vs baseline |", "|---|---|---|---|---|---|---|---|"]
+            "| per-sentence Holm p vs baseline |", "|---|---|---|---|---|---|---|---|"]
     for r in comparison["systems"]:
         c = _cells(comparison, r, 3)
         rows.append(f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} | {c['stopped']} "
@@ -71,36 +120,65 @@ def summary_table(comparison: dict) -> str:
 
 
 def seed_table(comparison: dict) -> List[str]:
-    """Every system over its seeds (``comparison['seed_summary']``, written by ``repro_seeds``):
-    the scores per seed, their mean and sd, the gap to the baseline, in how many seeds the system
-    beat the baseline's run of the same seed, and the seed-pooled paired-bootstrap p-values."""
-    summary = comparison.get("seed_summary") or {}
-    if not summary.get("systems"):
+    """The family's statistics (``comparison['statistics']``, fairseq_local_repro.compare): every
+    system with several seeds over its seeds, then every comparison with its seed-level t-test
+    (which the verdict follows), its two-level test where the outputs are committed, each with the
+    Holm-corrected p, and a plain line on which runs' per-sentence outputs are committed."""
+    from fairseq_local_repro.compare import format_p
+
+    stats = comparison.get("statistics") or {}
+    if not stats.get("comparisons") and not stats.get("systems"):
         return []
     labels = {r["system"]: r["label"] for r in comparison["systems"]}
     order = comparison.get("system_order", [])
-    names = sorted(summary["systems"], key=lambda n: (order.index(n) if n in order else len(order), n))
+    rank = lambda n: (order.index(n) if n in order else len(order), n)  # noqa: E731
     metric = _metric(comparison)
-    lines = [f"Over seeds: {summary['method']}.", "",
-             f"| system | seeds | {metric} per seed | mean ± sd | Δ vs baseline | beats the baseline's run "
-             "| pooled p vs baseline |", "|---|---|---|---|---|---|---|"]
-    for n in names:
-        r = summary["systems"][n]
-        per_seed = " / ".join(f"{x:.2f}" for x in r["scores"])
-        if n == comparison["baseline"]:
-            delta, wins, p = "–", "(baseline)", "–"
-        else:
-            delta = f"{r['delta_vs_baseline']:+.2f}"
-            wins = f"{r['better_than_baseline_in']} of {r['paired_seeds']}"
-            p = f"{r['pooled_p_vs_baseline']:.3f}"
-        lines.append(f"| {labels.get(n, n)} | {len(r['seeds'])} | {per_seed} | {r['mean']:.2f} ± {r['sd']:.2f} "
-                     f"| {delta} | {wins} | {p} |")
-    others = [(pair, p) for pair, p in summary["pooled_p"].items() if comparison["baseline"] not in pair.split("|")]
-    if others:
-        lines += ["", "Pooled p between the other systems: " + "; ".join(
-            f"{labels.get(a, a)} vs {labels.get(b, b)} {p:.3f}" for (a, b), p in
-            ((pair.split("|"), p) for pair, p in others)) + "."]
-    return lines + [""]
+    lines = []
+    several = sorted((n for n, r in stats["systems"].items() if len(r["seeds"]) > 1), key=rank)
+    if several:
+        lines += [f"| system | seeds | {metric} per seed | mean ± sd |", "|---|---|---|---|"]
+        for n in several:
+            r = stats["systems"][n]
+            lines.append(f"| {labels.get(n, n)} | {len(r['seeds'])} | {' / '.join(f'{x:.2f}' for x in r['scores'])} "
+                         f"| {r['mean']:.2f} ± {r['sd']:.2f} |")
+        lines.append("")
+    tested = [c for c in stats["comparisons"] if c["seed_level"] or c["two_level"]]
+    if tested:
+        n = len([c for c in stats["comparisons"] if c["seed_level"]])
+        lines += [f"Seed-level tests (paired t-test over seeds; Holm over the family's {n} seed-level "
+                  f"comparison{'' if n == 1 else 's'}; the verdict follows these):", "",
+                  "| comparison | paired seeds | better in | Δ of means (95% CI) | seed-level p | Holm p "
+                  "| two-level p (Holm) |", "|---|---|---|---|---|---|---|"]
+        for c in tested:
+            s_ = c["seed_level"]
+            ci = f"{s_['delta']:+.2f} [{s_['ci95'][0]:+.2f}, {s_['ci95'][1]:+.2f}]" if s_ else f"{c['delta_of_means']:+.2f}"
+            two = c["two_level"]
+            lines.append(f"| {labels.get(c['system'], c['system'])} vs {labels.get(c['reference'], c['reference'])} "
+                         f"| {c['paired_seeds']} | {c['better_in']} of {c['paired_seeds']} | {ci} "
+                         f"| {format_p(s_['p']) if s_ else '–'} | {format_p(s_['p_holm']) if s_ else '–'} "
+                         f"| {(format_p(two['p']) + ' (' + format_p(two['p_holm']) + ')') if two else '–'} |")
+        lines.append("")
+    else:
+        lines += ["No seed-level test: no comparison has two or more seeds of both systems.", ""]
+    with_outputs, runs = stats.get("runs_with_outputs", 0), stats.get("runs", 0)
+    if with_outputs == 0:
+        lines += ["Per-sentence outputs of these runs were not committed (they were published before outputs were "
+                  "kept): their per-sentence and two-level tests cannot be recomputed and are not shown, and the "
+                  "95% CIs marked † are the ones recorded at training time.", ""]
+    elif with_outputs < runs:
+        lines += [f"Per-sentence outputs are committed for {with_outputs} of the {runs} runs; the others' per-sentence "
+                  "tests are not shown.", ""]
+    queued = comparison.get("queued") or []
+    if queued:
+        import repro_families
+
+        family = repro_families.FAMILIES.get(comparison.get("family"))
+        names = {s.name: s.label for s in family.systems} if family else {}
+        names.update(labels)
+        lines += ["Still training or queued (their rows appear as they finish): " + "; ".join(
+            f"{names.get(q.rsplit('-s', 1)[0], q.rsplit('-s', 1)[0])}, seed {q.rsplit('-s', 1)[1]}" for q in queued)
+            + ".", ""]
+    return lines
 
 
 def equal_budget_tables(comparison: dict, points: int = 6) -> List[str]:
@@ -174,15 +252,66 @@ def draw_curves(comparison: dict, path: str):
     os.replace(tmp, path)
 
 
-def publish(comparison: dict, curves_png: str, docs: str, variant: str = None) -> str:
+# per-run test fields of an older results.json that the folder's statistics replace (a single-run
+# bootstrap p-value that over-rejects and sees no seed variance): not published
+SUPERSEDED = ("paired_bs_p_vs_baseline", "paired_bs_samples", "bootstrap_mean")
+
+
+def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, run_root: str = None,
+            test_ref: str = None, queued: List[str] = None) -> str:
     """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
-    ``<family>/<variant>/``) and rewrite ``docs/results.md``; returns the page's path."""
+    ``<family>/<variant>/``) and rewrite ``docs/results.md``; returns the page's path.  With
+    ``run_root`` (the harness's ``OUT/<family>``) each run's per-sentence test outputs go beside its
+    JSON (``<system>-s<seed>.hyp.gz`` with the references ``test.ref.gz``, or ``.nll.gz``), with their
+    sha256 in the run's JSON; runs scored on another test set than the folder's are refused.  The
+    folder's statistics are then computed from the committed files (fairseq_local_repro.compare);
+    ``queued`` names the runs still training, shown on the page."""
+    from fairseq_local_repro import compare as stats
+
+    from repro_run import ReproError, read_json
+
     dest = os.path.join(docs, "results", "reproduce", comparison["family"], *([variant] if variant else []))
     os.makedirs(dest, exist_ok=True)
+    kind = comparison.get("kind", "translation")
+    ref_sha = None
+    if run_root and test_ref and os.path.isfile(test_ref):
+        with open(test_ref, encoding="utf-8") as f:
+            ref_text = f.read()
+        ref_sha = stats.sha256_text(ref_text)
+        mine = {f"{r['system']}-s{r['seed']}.json" for r in comparison["systems"]}
+        for name in sorted(os.listdir(dest)):
+            if name.endswith(".json") and name != "comparison.json" and name not in mine:
+                if read_json(os.path.join(dest, name)).get("test_ref_sha256") != ref_sha:
+                    raise ReproError(f"{dest} holds {name}, scored on another test set than {test_ref}: "
+                                     "publish these runs with another --variant")
+        if kind != "lm":
+            stats.write_gz(os.path.join(dest, stats.REF_FILE), ref_text)
     for r in comparison["systems"]:
+        r = dict(r, test={k: v for k, v in r["test"].items() if k not in SUPERSEDED})
+        if comparison.get("split"):
+            r.setdefault("split", comparison["split"])  # every run of the comparison read the same split
+        out = os.path.join(run_root, f"{r['system']}-s{r['seed']}", "test",
+                           "sentence_nll.json" if kind == "lm" else "hyp.txt") if run_root else None
+        if out and os.path.isfile(out):
+            with open(out, encoding="utf-8") as f:
+                text = f.read()
+            if kind == "lm":  # one [nll, tokens] line per sentence: compact and diffable
+                text = "[\n" + ",\n".join(json.dumps(x) for x in json.loads(text)) + "\n]\n"
+            name = stats.output_name(r, kind)
+            stats.write_gz(os.path.join(dest, name), text)
+            r.update(outputs={"file": name, "sha256": stats.sha256_text(text)}, test_ref_sha256=ref_sha)
         write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
-    write_json(os.path.join(dest, "comparison.json"), {k: v for k, v in comparison.items() if k != "systems"})
     shutil.copy(curves_png, os.path.join(dest, "curves.png"))
+    meta = {k: v for k, v in comparison.items() if k not in ("systems", "statistics", "queued")}
+    queued = [q for q in queued or [] if not os.path.isfile(os.path.join(dest, q + ".json"))]  # still to come
+    if queued:
+        meta["queued"] = queued
+    write_json(os.path.join(dest, "comparison.json"), meta)
+    try:
+        meta["statistics"] = stats.analyse_folder(dest)
+    except ValueError as e:
+        raise ReproError(str(e))
+    write_json(os.path.join(dest, "comparison.json"), meta)
     return write_page(docs)
 
 
@@ -278,8 +407,22 @@ def variant_sections(folder: str, folder_rel: str) -> List[str]:
         setting = notes[notes.rfind("this run overrides "):] if "this run overrides " in notes else "the family's setting"
         lines += [f"**`{name}`** ({setting}; [JSON]({folder_rel}/{name}/)):", "",
                   "<!-- doc-test: parse (trains every system to convergence) -->", "```bash", v["command"], "```",
-                  "", *other_commands(v), summary_table(v), "", *seed_table(v)]
+                  "", *([split_line(v), ""] if v.get("split") else []), *other_commands(v), summary_table(v), "",
+                  *seed_table(v)]
     return lines
+
+
+def split_line(comparison: dict) -> str:
+    """What the comparison's dev and test sets share with its training part."""
+    split = comparison.get("split")
+    kind = "captions" if comparison.get("kind") == "lm" else "pairs"
+    if not split or "test_dropped" not in split:
+        return ("**Split:** published before the overlap check: dev and test were not cleaned of sources that also "
+                "occur in the training part.")
+    return (f"**Split:** {split['train']:,} train / {split['dev']:,} dev / {split['test']:,} test {kind}; "
+            f"{split['dev_dropped']} dev and {split['test_dropped']} test {kind} were dropped because their source "
+            "(case-folded, whitespace collapsed) occurs in the training part, so no dev or test source is a training "
+            "source.")
 
 
 def family_section(comparison: dict, folder_rel: str, verdict: str = "", folder: str = None) -> List[str]:
@@ -287,7 +430,7 @@ def family_section(comparison: dict, folder_rel: str, verdict: str = "", folder:
     capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
     lines = [f"## {comparison['family']} ({comparison['scale']} scale)", "",
              f"**Paper:** {comparison['paper']}.  **Claim:** {comparison['claim']}.", "",
-             f"**Data:** {comparison['data']}.", ""]
+             f"**Data:** {comparison['data']}.", "", split_line(comparison), ""]
     if comparison.get("scale_notes"):
         lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
     lines += ["Reproduce:", "", "<!-- doc-test: parse (trains every system to convergence) -->", "```bash",

@@ -8,7 +8,7 @@ Layout of ``OUT/<family>/`` (never committed):
   of the dictionaries and BPE codes), ``train.log`` (fairseq's log), ``curve.jsonl`` (one dev
   point per validation), ``train_done.json``, ``test/`` (hypotheses, score; DPN-S2S M9's alignment
   entropies, parallel cells' cell-masking table) and ``results.json``;
-* ``comparison.json`` (every system's results + the paired bootstrap against the baseline).
+* ``comparison.json`` (every system's results + the statistics of ``fairseq_local_repro.compare``).
 
 A system with a ``results.json`` is finished and skipped; an interrupted one resumes from
 fairseq's ``checkpoint_last.pt``; one whose training ended (``train_done.json``) goes straight to
@@ -30,6 +30,8 @@ from typing import Dict, List, Optional
 from repro_families import Family, Scale, System
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if REPO not in sys.path:  # fairseq_local_repro, also in an environment installed before that package existed
+    sys.path.append(REPO)
 USER_DIR = os.path.join(REPO, "fairseq_local")
 _print_lock = threading.Lock()
 _children = set()  # running subprocesses (each in its own session): ended with the harness
@@ -182,13 +184,37 @@ def _read_parallel(corpus: str, src: str, tgt: str, dev_size: int):
     return train, test, n
 
 
+def normalise_source(line: str) -> str:
+    """A source sentence as the overlap check compares it: case-folded, whitespace runs collapsed."""
+    return " ".join(line.casefold().split())
+
+
+def drop_seen_sources(train_sources: List[str], parts: Dict[str, Dict[str, List[str]]], src: str):
+    """Clean held-out parts: from each part (``{name: {side: lines}}``, ``side`` ``src`` being the
+    source) drop every pair whose normalised source (:func:`normalise_source`) occurs among
+    ``train_sources``, all sides of the pair together.  Returns the cleaned parts and, per part,
+    how many pairs were dropped."""
+    seen = {normalise_source(x) for x in train_sources}
+    cleaned, dropped = {}, {}
+    for name, sides in parts.items():
+        keep = [i for i, x in enumerate(sides[src]) if normalise_source(x) not in seen]
+        cleaned[name] = {k: [v[i] for i in keep] for k, v in sides.items()}
+        dropped[name] = len(sides[src]) - len(keep)
+    return cleaned, dropped
+
+
+def _clean_note(dropped: Dict[str, int], unit: str = "pairs") -> str:
+    return (f"dev and test cleaned of every {unit[:-1]} whose source (case-folded, whitespace collapsed) occurs in the "
+            f"training part: {dropped['dev']} dev and {dropped['test']} test {unit} dropped")
+
+
 def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
                             limit_eval: Optional[int], dev_size: int = 1000) -> Data:
     """Multi30k De-En split as ``repro_families.MULTI30K_CPU`` says, then scripts/preprocess.sh
     (done once per family; ``data/prepared.json`` marks it complete)."""
     src, tgt = "de", "en"
     ddir = os.path.join(out, "data")
-    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size}
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "clean_eval": True}
     done = _prepared_earlier(ddir, settings)
     if done is not None:
         return done
@@ -198,11 +224,14 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
     os.makedirs(raw, exist_ok=True)
     n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
     n_eval = None if limit_eval is None else limit_eval
+    held, dropped = drop_seen_sources(train[src][:n - dev_size], {
+        "dev": {l: train[l][n - dev_size:] for l in (src, tgt)}, "test": test}, src)
     for l in (src, tgt):
         _write_lines(os.path.join(raw, f"train.{l}"), train[l][:n_train])
-        _write_lines(os.path.join(raw, f"dev.{l}"), train[l][n - dev_size:][:n_eval])
-        _write_lines(os.path.join(raw, f"test.{l}"), test[l][:n_eval])
-    sizes = {"train": n_train, "dev": len(train[src][n - dev_size:][:n_eval]), "test": len(test[src][:n_eval])}
+        _write_lines(os.path.join(raw, f"dev.{l}"), held["dev"][l][:n_eval])
+        _write_lines(os.path.join(raw, f"test.{l}"), held["test"][l][:n_eval])
+    sizes = {"train": n_train, "dev": len(held["dev"][src][:n_eval]), "test": len(held["test"][src][:n_eval]),
+             "dev_dropped": dropped["dev"], "test_dropped": dropped["test"]}
     bin_dir = os.path.join(ddir, "bin")
     say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test pairs)")
     cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--src", src, "--tgt", tgt,
@@ -214,7 +243,8 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
         raise ReproError(f"data preparation failed: {tail(log)} (full log: {log})")
     desc = (f"Multi30k De-En: training pairs 1-{n_train} = train, the last {dev_size} training pairs = dev"
             f"{'' if n_eval is None else f' (first {n_eval})'}, the official validation set = test"
-            f"{'' if n_eval is None else f' (first {n_eval})'}; Moses-tokenized, lowercased, joint subword-nmt BPE 8000")
+            f"{'' if n_eval is None else f' (first {n_eval})'}; {_clean_note(dropped)} ({sizes['dev']} dev / "
+            f"{sizes['test']} test pairs); Moses-tokenized, lowercased, joint subword-nmt BPE 8000")
     data = Data(bin=bin_dir, src=src, tgt=tgt, test_ref=os.path.join(raw, f"test.{tgt}"), description=desc,
                 sizes=sizes)
     write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
@@ -223,7 +253,8 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
 
 # the Chinese of each data kind of scripts/recipes/lattice_zh_en_small.sh: the segmenters of
 # scripts/build_lattices.py (the first gives the primary path)
-LATTICE_SEGMENTERS = {"lattice": "jieba,thulac,snownlp", "word": "jieba", "char": "char"}
+LATTICE_SEGMENTERS = {"lattice": "jieba,thulac,snownlp", "word": "jieba", "word_thulac": "thulac",
+                      "word_snownlp": "snownlp", "char": "char"}
 
 
 def systematic_dev_indices(n: int, dev_size: int) -> List[int]:
@@ -232,6 +263,20 @@ def systematic_dev_indices(n: int, dev_size: int) -> List[int]:
     sorted by length: its last pairs are twice as long as the rest and as the test set)."""
     stride = n // dev_size
     return [stride * k + stride - 1 for k in range(dev_size)]
+
+
+def split_tatoeba(train: Dict[str, List[str]], test: Dict[str, List[str]], dev_size: int, src: str = "zh"):
+    """The lattice family's split of Tatoeba (every side of ``train``/``test``: ``zh``, ``en`` and the
+    attribution lines): the systematic dev pairs (:func:`systematic_dev_indices`), the other training
+    pairs = train, the official validation set = test; then dev and test cleaned of every pair whose
+    normalised source occurs in the training part (:func:`drop_seen_sources`).  Returns
+    ``({"train"|"dev"|"test": {side: lines}}, {"dev"|"test": pairs dropped})``."""
+    n = len(train[src])
+    dev_idx = set(systematic_dev_indices(n, dev_size))
+    rest = {k: [x for i, x in enumerate(v) if i not in dev_idx] for k, v in train.items()}
+    dev = {k: [v[i] for i in sorted(dev_idx)] for k, v in train.items()}
+    held, dropped = drop_seen_sources(rest[src], {"dev": dev, "test": test}, src)
+    return {"train": rest, **held}, dropped
 
 
 def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
@@ -250,7 +295,7 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
                          f"(known: {', '.join(sorted(LATTICE_SEGMENTERS))})")
     ddir = os.path.join(out, "data")
     settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "kinds": kinds,
-                "dev_split": "systematic"}
+                "dev_split": "systematic", "clean_eval": True}
     done = _prepared_earlier(ddir, settings)
     if done is not None:
         return done
@@ -272,15 +317,14 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
     write_json(marker, settings)
     split_dir = os.path.join(ddir, "split")
     os.makedirs(split_dir, exist_ok=True)
-    dev_idx = set(systematic_dev_indices(n, dev_size))
-    n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
+    parts, dropped = split_tatoeba(train, test, dev_size)
+    n_train = len(parts["train"][src]) if limit_train is None else min(limit_train, len(parts["train"][src]))
     for key in train:
-        rest = [x for i, x in enumerate(train[key]) if i not in dev_idx]
-        _write_lines(os.path.join(split_dir, f"train.{key}"), rest[:n_train])
-        _write_lines(os.path.join(split_dir, f"valid.{key}"), [train[key][i] for i in sorted(dev_idx)][:limit_eval])
+        _write_lines(os.path.join(split_dir, f"train.{key}"), parts["train"][key][:n_train])
+        _write_lines(os.path.join(split_dir, f"valid.{key}"), parts["dev"][key][:limit_eval])
     for key in test:
-        _write_lines(os.path.join(split_dir, f"test.{key}"), test[key][:limit_eval])
-    n_dev, n_test = min(dev_size, limit_eval or dev_size), len(test[src][:limit_eval])
+        _write_lines(os.path.join(split_dir, f"test.{key}"), parts["test"][key][:limit_eval])
+    n_dev, n_test = len(parts["dev"][src][:limit_eval]), len(parts["test"][src][:limit_eval])
     say(f"{family.name}: preparing data ({n_train} train / {n_dev} dev / {n_test} test pairs; "
         f"Chinese as {', '.join(kinds)})")
     cmd = ["env", "PREP_ONLY=1", "WORKERS=1", f"SYSTEMS={' '.join(kinds)}", "bash",
@@ -291,15 +335,18 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
     kept = len(_read_lines(os.path.join(ddir, "raw", f"train.{tgt}")))
     limited = "" if limit_eval is None else f" (first {limit_eval})"
     desc = (f"Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in the *.attribution files beside the data): "
-            f"every {n // dev_size}th training pair = dev ({dev_size} pairs spread over the corpus, which is "
-            f"ordered by length){limited}, the first {n_train} others = train ({kept} kept by the paper's length "
-            f"filter: <= 70 characters, <= 50 words), the official validation set = test{limited}; English Moses-tokenized (cased, no BPE), Chinese as "
+            f"every {n // dev_size}th training pair = dev candidate ({dev_size} pairs spread over the corpus, which is "
+            f"ordered by length), the first {n_train} others = train ({kept} kept by the paper's length "
+            f"filter: <= 70 characters, <= 50 words), the official validation set = test; {_clean_note(dropped)}, "
+            f"leaving {n_dev} dev and {n_test} test pairs{limited}; English Moses-tokenized (cased, no BPE), Chinese as "
             + ", ".join({"lattice": "jieba+thulac+snownlp lattices", "word": "jieba word chains",
+                         "word_thulac": "thulac word chains", "word_snownlp": "snownlp word chains",
                          "char": "character chains"}[k] for k in kinds)
             + ", word types seen >= 2 times (scripts/recipes/lattice_zh_en_small.sh)")
     bins = {k: os.path.join(ddir, "bin", k) for k in kinds}
     data = Data(bin=bins[family.baseline.data], src=src, tgt=tgt, test_ref=os.path.join(split_dir, f"test.{tgt}"),
-                description=desc, sizes={"train": kept, "dev": n_dev, "test": n_test}, bins=bins)
+                description=desc, sizes={"train": kept, "dev": n_dev, "test": n_test, "dev_dropped": dropped["dev"],
+                                         "test_dropped": dropped["test"]}, bins=bins)
     write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
     os.remove(marker)
     return data
@@ -331,7 +378,7 @@ def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Option
     """The English side of Multi30k as a language-model corpus (``repro_families.MULTI30K_EN_LM``),
     split as the translation families split it, through scripts/preprocess.sh --lm."""
     ddir = os.path.join(out, "data")
-    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size}
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "clean_eval": True}
     done = _prepared_earlier(ddir, settings)
     if done is not None:
         return done
@@ -344,10 +391,12 @@ def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Option
     n_train = n - dev_size if limit_train is None else min(limit_train, n - dev_size)
     raw = os.path.join(ddir, "raw")
     os.makedirs(raw, exist_ok=True)
-    splits = {"train": train[:n_train], "dev": train[n - dev_size:][:limit_eval], "test": test[:limit_eval]}
+    held, dropped = drop_seen_sources(train[:n - dev_size], {"dev": {"en": train[n - dev_size:]},
+                                                              "test": {"en": test}}, "en")
+    splits = {"train": train[:n_train], "dev": held["dev"]["en"][:limit_eval], "test": held["test"]["en"][:limit_eval]}
     for name, lines in splits.items():
         _write_lines(os.path.join(raw, f"{name}.txt"), lines)
-    sizes = {k: len(v) for k, v in splits.items()}
+    sizes = {**{k: len(v) for k, v in splits.items()}, "dev_dropped": dropped["dev"], "test_dropped": dropped["test"]}
     bin_dir = os.path.join(ddir, "bin")
     say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test sentences)")
     cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--lm", "--train", os.path.join(raw, "train.txt"),
@@ -359,8 +408,9 @@ def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Option
     limited = "" if limit_eval is None else f" (first {limit_eval})"
     desc = (f"English side of Multi30k as a language-model corpus: training captions 1-{n_train} = train, the last "
             f"{dev_size} training captions = dev{limited}, the official validation set = test{limited}; "
+            f"{_clean_note(dropped, 'captions')} ({sizes['dev']} dev / {sizes['test']} test captions); "
             "Moses-tokenized, lowercased, word-level (no BPE), one caption per sample")
-    data = Data(bin=bin_dir, src="", tgt="", test_ref="", description=desc, sizes=sizes)
+    data = Data(bin=bin_dir, src="", tgt="", test_ref=os.path.join(raw, "test.txt"), description=desc, sizes=sizes)
     write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": data.__dict__})
     return data
 
@@ -605,7 +655,7 @@ _WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?::| \| )(\d+) (.*\])$")
 
 def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test", bin_dir: Optional[str] = None) -> dict:
     """Test perplexity with fairseq-eval-lm (one sentence per sample, as trained), and every
-    sentence's summed log-probability (``--output-word-probs``) for the paired bootstrap."""
+    sentence's summed log-probability (``--output-word-probs``) for the per-sentence tests."""
     os.makedirs(out_dir, exist_ok=True)
     log = os.path.join(out_dir, "eval_lm.log")
     if os.path.exists(log):
@@ -796,7 +846,7 @@ def run_system(ctx: dict, system: System, seed: int) -> dict:
         "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
         "metric": "ppl" if family.kind == "lm" else "bleu",
         "test": {k: v for k, v in test.items() if k not in ("hyp", "nll")},
-        "data": data.description, "curve": curve, "command": ctx["command"],
+        "data": data.description, "split": data.sizes, "curve": curve, "command": ctx["command"],
         "threads": 1, "device": "cpu" if ctx["cpu"] else "cuda",
     }
     if entropy is not None:
@@ -828,112 +878,56 @@ def run_all(ctx: dict, systems: List[System], seeds: List[int], jobs: int) -> Li
 
 
 # ---- comparison ----------------------------------------------------------------------------------
-def paired_bootstrap(baseline_hyp: str, others: Dict[str, str], ref: str, n_samples: int = 1000) -> Dict[str, dict]:
-    """sacrebleu's paired bootstrap resampling (``--paired-bs``; Koehn 2004) of each system against
-    the baseline, with the BLEU of scripts/score.py (13a, case-insensitive): per system its BLEU,
-    the bootstrap mean and 95% interval half-width, and the p-value against the baseline."""
-    import sacrebleu
-    from sacrebleu.significance import PairedTest
-
-    def lines(p):
-        with open(p, encoding="utf-8") as f:
-            return f.read().splitlines()
-
-    refs = [lines(ref)]
-    named = [("baseline", lines(baseline_hyp))] + [(k, lines(v)) for k, v in others.items()]
-    metric = sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a")
-    test = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=n_samples)
-    _, scores = test()
-    out = {}
-    for (name, _), r in zip(named, scores["BLEU"]):
-        out[name] = {"bleu": round(r.score, 2), "bootstrap_mean": round(r.mean, 2), "ci95": round(r.ci, 2),
-                     "p_value": None if r.p_value is None else round(float(r.p_value), 4)}
-    return out
-
-
-def paired_bootstrap_ppl(baseline_nll: str, others: Dict[str, str], n_samples: int = 1000, seed: int = 12345
-                         ) -> Dict[str, dict]:
-    """The perplexity counterpart of sacrebleu's paired bootstrap: resample test sentences with
-    replacement (the same resamples for every system), corpus perplexity exp(sum nll / sum tokens)
-    of each resample; per system the bootstrap mean and 95% half-width, and sacrebleu's p-value
-    (the resampled absolute differences to the baseline, centred, against the observed one)."""
+def run_statistics(kind: str, out: str, test_ref: str):
+    """``stats_of`` (fairseq_local_repro.compare.analyse) for the runs under ``out``: per-sentence
+    BLEU statistics of ``<run>/test/hyp.txt`` against ``test_ref``, or the ``(nll, tokens)`` of
+    ``<run>/test/sentence_nll.json``."""
     import numpy as np
 
-    def load(path):
-        a = np.asarray(read_json(path), dtype=np.float64)
-        return a[:, 0], a[:, 1]
+    from fairseq_local_repro import compare as stats
 
-    b_nll, b_tok = load(baseline_nll)
-    rng = np.random.RandomState(seed)
-    idx = rng.randint(0, len(b_nll), size=(n_samples, len(b_nll)))
+    refs = []
 
-    def stats(nll, tok):
-        ppl = float(np.exp(nll.sum() / tok.sum()))
-        boot = np.exp(nll[idx].sum(1) / tok[idx].sum(1))
-        lo, hi = np.percentile(boot, [2.5, 97.5])
-        return ppl, boot, float(boot.mean()), float((hi - lo) / 2)
+    def stats_of(r: dict):
+        tdir = os.path.join(out, f"{r['system']}-s{r['seed']}", "test")
+        if kind == "lm":
+            path = os.path.join(tdir, "sentence_nll.json")
+            return np.asarray(read_json(path), dtype=np.float64) if os.path.isfile(path) else None
+        path = os.path.join(tdir, "hyp.txt")
+        if not os.path.isfile(path):
+            return None
+        if not refs:
+            refs.extend(_read_lines(test_ref))
+        try:
+            return stats.bleu_statistics(_read_lines(path), refs)
+        except ValueError as e:
+            raise ReproError(f"{path}: {e} in {test_ref}")
 
-    b_ppl, b_boot, b_mean, b_ci = stats(b_nll, b_tok)
-    out = {"baseline": {"ppl": round(b_ppl, 2), "bootstrap_mean": round(b_mean, 2), "ci95": round(b_ci, 2),
-                        "p_value": None}}
-    for name, path in others.items():
-        nll, tok = load(path)
-        if len(nll) != len(b_nll) or not np.array_equal(tok, b_tok):
-            raise ReproError(f"{path}: the sentences differ from the baseline's ({baseline_nll})")
-        ppl, boot, mean, ci = stats(nll, tok)
-        diffs = np.abs(boot - b_boot)
-        p = (np.sum(diffs - diffs.mean() > abs(ppl - b_ppl)) + 1) / (n_samples + 1)
-        out[name] = {"ppl": round(ppl, 2), "bootstrap_mean": round(mean, 2), "ci95": round(ci, 2),
-                     "p_value": round(float(p), 4)}
-    return out
+    return stats_of
 
 
 def compare(ctx: dict, results: List[dict]) -> dict:
-    """Paired bootstrap of every system against the baseline of the same seed; the figures go into
-    each system's results.json and ``comparison.json``."""
+    """The family's comparison (``comparison.json``): every run's results and the statistics of
+    ``fairseq_local_repro.compare`` (seed-level t-test, two-level test, per-sentence randomization
+    test, Holm-corrected) computed from the runs' test outputs."""
+    from fairseq_local_repro import compare as stats
+
     family, out = ctx["family"], ctx["out"]
-    base = family.baseline.name
-    for seed in sorted({r["seed"] for r in results}):
-        rows = {r["system"]: r for r in results if r["seed"] == seed}
-        if base not in rows:
-            continue
-        if family.kind == "lm":
-            nll = lambda name: os.path.join(out, f"{name}-s{seed}", "test", "sentence_nll.json")  # noqa: E731
-            bs = paired_bootstrap_ppl(nll(base), {n: nll(n) for n in rows if n != base})
-        else:
-            hyp = lambda name: os.path.join(out, f"{name}-s{seed}", "test", "hyp.txt")  # noqa: E731
-            bs = paired_bootstrap(hyp(base), {n: hyp(n) for n in rows if n != base}, ctx["data"].test_ref)
-        for name, r in rows.items():
-            entry = bs["baseline" if name == base else name]
-            r["test"].update(bootstrap_mean=entry["bootstrap_mean"], ci95=entry["ci95"],
-                             paired_bs_p_vs_baseline=entry["p_value"], paired_bs_samples=1000)
-            write_json_if_changed(os.path.join(out, f"{name}-s{seed}", "results.json"), r)
     comparison = {"family": family.name, "kind": family.kind, "paper": family.paper, "claim": family.claim,
-                  "baseline": base, "system_order": [s.name for s in family.systems], "scale": ctx["scale_name"], "data": ctx["data"].description,
+                  "baseline": family.baseline.name, "system_order": [s.name for s in family.systems],
+                  "scale": ctx["scale_name"], "data": ctx["data"].description, "split": ctx["data"].sizes,
                   "scale_notes": ctx["scale"].notes, "command": ctx["command"], "systems": results}
+    if family.comparisons:
+        comparison["comparisons"] = [list(p) for p in family.comparisons]
     if family.reference:
         comparison["paper_reference"] = family.reference
-    if len({r["seed"] for r in results}) > 1:
-        comparison["seed_summary"] = summarise_seeds(ctx, results)
+    try:
+        comparison["statistics"] = stats.analyse(comparison, results,
+                                                 run_statistics(family.kind, out, ctx["data"].test_ref))
+    except ValueError as e:
+        raise ReproError(f"{family.name}: {e}")
     write_json(os.path.join(out, "comparison.json"), comparison)
     return comparison
-
-
-def summarise_seeds(ctx: dict, results: List[dict]) -> dict:
-    """Mean and sd over seeds and the seed-pooled paired bootstrap (``repro_seeds``) of the runs'
-    test outputs."""
-    import repro_seeds
-
-    family, out = ctx["family"], ctx["out"]
-    keys = [(r["system"], r["seed"]) for r in results]
-    run_dir = lambda key: os.path.join(out, f"{key[0]}-s{key[1]}", "test")  # noqa: E731
-    if family.kind == "lm":
-        stats, score = repro_seeds.perplexity_statistics({k: os.path.join(run_dir(k), "sentence_nll.json")
-                                                          for k in keys})
-    else:
-        stats, score = repro_seeds.bleu_statistics({k: os.path.join(run_dir(k), "hyp.txt") for k in keys},
-                                                   ctx["data"].test_ref)
-    return repro_seeds.seed_summary(stats, score, family.baseline.name, higher_is_better=family.kind != "lm")
 
 
 # ---- extra test sets -----------------------------------------------------------------------------
@@ -1006,9 +1000,23 @@ def prepare_extra_lattice(ctx: dict, src_file: str, ref_file: str, kinds: List[s
     return bins
 
 
+def _extra_tests(ctx: dict, rows: List[dict], run_stats: dict, score):
+    """Per row of an extra test set: the 95% bootstrap half-width of its score and the paired
+    randomization test against the baseline's run of the same seed (fairseq_local_repro.compare)."""
+    from fairseq_local_repro import compare as stats
+
+    base = ctx["family"].baseline.name
+    for r in rows:
+        key = f"{r['system']}-s{r['seed']}"
+        r["ci95"] = round(stats.score_interval(run_stats[key], score), 2)
+        bkey = f"{base}-s{r['seed']}"
+        if r["system"] != base and bkey in run_stats:
+            r["p_vs_baseline"] = round(stats.sentence_test(run_stats[key], run_stats[bkey], score)["p"], 4)
+
+
 def score_extra(ctx: dict, results: List[dict], src_file: str, ref_file: str) -> List[dict]:
     """Every trained system's beam-5 BLEU on a raw test set of the user's (``--test-src/--test-ref``),
-    with the paired bootstrap against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
+    with the paired randomization test against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
     data, family = ctx["data"], ctx["family"]
     if data.bins:  # one binarized folder per data kind (lattice family)
         kinds = list(dict.fromkeys(family.system(r["system"]).data for r in results))
@@ -1026,28 +1034,22 @@ def score_extra(ctx: dict, results: List[dict], src_file: str, ref_file: str) ->
                                 bin_dir=bins[system.data], task=family.task)
         hyps[key] = s.pop("hyp")
         rows.append({"system": r["system"], "seed": r["seed"], **s})
-    base = ctx["family"].baseline.name
-    for seed in sorted({r["seed"] for r in rows}):
-        bkey = f"{base}-s{seed}"
-        others = {f"{r['system']}-s{seed}": hyps[f"{r['system']}-s{seed}"] for r in rows
-                  if r["seed"] == seed and r["system"] != base}
-        if bkey in hyps and others:
-            bs = paired_bootstrap(hyps[bkey], others, ref_file)
-            for r in rows:
-                if r["seed"] == seed:
-                    e = bs["baseline" if r["system"] == base else f"{r['system']}-s{seed}"]
-                    r.update(ci95=e["ci95"], paired_bs_p_vs_baseline=e["p_value"])
+    from fairseq_local_repro import compare as stats
+
+    refs = _read_lines(ref_file)
+    extra_stats = {key: stats.bleu_statistics(_read_lines(path), refs) for key, path in hyps.items()}
+    _extra_tests(ctx, rows, extra_stats, stats.corpus_bleu)
     write_json(os.path.join(edir, "scores.json"), {"src": os.path.abspath(src_file), "ref": os.path.abspath(ref_file),
                                                    "systems": rows})
     for r in rows:
         say(f"{os.path.basename(src_file)}: {r['system']}-s{r['seed']} BLEU {r['bleu']:.2f}"
-            + (f" ± {r['ci95']:.2f}, p {r['paired_bs_p_vs_baseline']}" if "ci95" in r else ""))
+            + f" ± {r['ci95']:.2f}" + (f", p {r['p_vs_baseline']}" if "p_vs_baseline" in r else ""))
     return rows
 
 
 def score_extra_lm(ctx: dict, results: List[dict], text_file: str) -> List[dict]:
     """Every trained language model's perplexity on a raw text of the user's (``--test-text``),
-    tokenized as the family's data and binarized with its dictionary, with the paired bootstrap
+    tokenized as the family's data and binarized with its dictionary, with the paired randomization test
     against the baseline; written to ``OUT/FAMILY/extra/NAME/scores.json``."""
     data = ctx["data"]
     name = os.path.splitext(os.path.basename(text_file))[0]
@@ -1072,16 +1074,11 @@ def score_extra_lm(ctx: dict, results: List[dict], text_file: str) -> List[dict]
         s = eval_lm(key, data, ckpt, os.path.join(edir, key), bin_dir=bin_dir)
         nll[key] = s.pop("nll")
         rows.append({"system": r["system"], "seed": r["seed"], **s})
-    base = ctx["family"].baseline.name
-    for seed in sorted({r["seed"] for r in rows}):
-        others = {f"{r['system']}-s{seed}": nll[f"{r['system']}-s{seed}"] for r in rows
-                  if r["seed"] == seed and r["system"] != base}
-        if f"{base}-s{seed}" in nll and others:
-            bs = paired_bootstrap_ppl(nll[f"{base}-s{seed}"], others)
-            for r in rows:
-                if r["seed"] == seed:
-                    e = bs["baseline" if r["system"] == base else f"{r['system']}-s{seed}"]
-                    r.update(ci95=e["ci95"], paired_bs_p_vs_baseline=e["p_value"])
+    import numpy as np
+
+    from fairseq_local_repro import compare as stats
+
+    _extra_tests(ctx, rows, {k: np.asarray(read_json(v), dtype=np.float64) for k, v in nll.items()}, stats.corpus_ppl)
     write_json(os.path.join(edir, "scores.json"), {"text": os.path.abspath(text_file), "systems": rows})
     for r in rows:
         say(f"{os.path.basename(text_file)}: {r['system']}-s{r['seed']} perplexity {r['ppl']:.2f}")

@@ -69,7 +69,8 @@ EOF
 
 # 2. lattices and chains
 for kind in $SYSTEMS; do
-  case $kind in lattice) SEG=jieba,thulac,snownlp;; word) SEG=jieba;; char) SEG=char;; esac
+  case $kind in lattice) SEG=jieba,thulac,snownlp;; word) SEG=jieba;; word_*) SEG=${kind#word_};; char) SEG=char;;
+    *) die "SYSTEMS: unknown data kind '$kind' (lattice, word, word_thulac, word_snownlp, char)";; esac
   mkdir -p "$WORK/raw/$kind"
   for s in $SPLITS; do
     src=$CORPUS/$s.zh; [ "$s" = train ] && src=$WORK/raw/train.zh
