@@ -23,6 +23,13 @@ Adam state, fp16 with a GradScaler), on CUDA and on CPU alike; the default is pl
 Each round times A and B back to back on the same batches; the reported ratio is the median of
 the per-round ratios (robust to a machine whose speed drifts), with their min and max as the
 spread.  The last line is exactly ``ratio train_tokens_per_s A/B = X.XX``.
+
+The fast path of the recurrent models (``--rnn-impl``, fairseq_local/modules/fast_path.py) is a
+model option: ``--arch-args "--rnn-impl compiled" --baseline-args "--rnn-impl eager"`` compares it
+with the eager loop on the same arch.  Each row records the implementation its layers resolved to,
+the wall time of its first training step (``first_step_s``: the time to the first update,
+compilation included), how many compiled variants the model created and the seconds their first
+calls took (``compiled_variants``, ``compile_s``); the JSON records the device's name.
 """
 import argparse
 import json
@@ -41,6 +48,7 @@ if REPO not in sys.path:
 import torch  # noqa: E402
 
 import fairseq_local  # noqa: E402,F401
+from fairseq_local.modules import fast_path  # noqa: E402
 from fairseq import options, tasks, utils  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
@@ -181,6 +189,22 @@ class Runner:
         self.scaler = torch.amp.GradScaler(args.device) if args.dtype == "fp16" else None
         self.params = sum(p.numel() for p in self.model.parameters())
         self.times, self.tokens = [], 0
+        impls = {m.rnn_impl for m in self.model.modules() if isinstance(m, fast_path.FastPathMixin)}
+        probe = torch.zeros(1, device=args.device)
+        # what the recurrent loops run as on this device (None: a model without them)
+        self.rnn_impl = (None if not impls else "+".join(sorted(
+            "compiled" if fast_path.use_compiled(i, probe) else "eager" for i in impls)))
+        self.compiles = bool(self.rnn_impl and "compiled" in self.rnn_impl)
+        self.first_step_s, self.variants, self.compile_s = None, 0, 0.0
+
+    def tracked(self, fn, *a):
+        """``fn(*a)``, counting the compiled variants it creates and their first calls' seconds."""
+        before = set(fast_path.variants())
+        out = fn(*a)
+        new = [v for k, v in fast_path.variants().items() if k not in before]
+        self.variants += len(new)
+        self.compile_s += sum(v["first_call_s"] for v in new)
+        return out
 
     def _autocast(self):
         a = self.args
@@ -270,6 +294,22 @@ class Runner:
         return n / (time.perf_counter() - t)
 
 
+def device_name(device):
+    """The GPU's name on cuda; the processor's on cpu."""
+    if device == "cuda":
+        return torch.cuda.get_device_name(0)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "cpu"
+
+
 def sync():
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -303,8 +343,20 @@ def measure(args):
         batches = synthetic_batches(a.task, args, n, args.src_len, args.tgt_len)
     batches = to_device(batches, args.device)
     for r in (a, b):
-        for s in batches[: args.warmup]:
-            r.train_step(s)
+        for i, s in enumerate(batches[: max(1, args.warmup)]):
+            sync()
+            t = time.perf_counter()
+            r.tracked(r.train_step, s)
+            sync()
+            if i == 0:
+                r.first_step_s = time.perf_counter() - t  # the time to the first update
+        if r.compiles:  # compile every batch shape before timing (real data: several buckets)
+            seen = set()
+            for s in batches[args.warmup:]:
+                key = tuple(tuple(v.shape) for v in s["net_input"].values() if torch.is_tensor(v))
+                if key not in seen:
+                    seen.add(key)
+                    r.tracked(r.train_step, s)
     timed = batches[args.warmup:]
     per = len(timed) // args.rounds
     for i in range(args.rounds):
@@ -316,21 +368,24 @@ def measure(args):
     paired = [tb / ta for ta, tb in zip(a.times, b.times)]
     rows = []
     for r in (a, b):
-        row = {"model": r.name, "arch": r.arch, "params": r.params,
+        row = {"model": r.name, "arch": r.arch, "params": r.params, "rnn_impl": r.rnn_impl,
+               "first_step_s": r.first_step_s,
                "train_tokens_per_s": r.tokens / sum(r.times),
                "round_spread": (max(r.times) - min(r.times)) / statistics.mean(r.times) if len(r.times) > 1 else 0.0,
                "peak_mem_mib": r.peak_memory_mib(batches[0])}
         rows.append(row)
     if not args.no_generate:
         gb = gen_batches(batches, args)
-        for r in (a, b):  # warm-up (first call builds caches), then alternate batch by batch
-            r.generate(gb[:1])
+        for r in (a, b):  # warm-up (first call builds caches and compiles), then alternate batch by batch
+            r.tracked(r.generate, gb if r.compiles else gb[:1])
         speeds = {"A": [], "B": []}
         for i, batch in enumerate(gb):
             for r in ((a, b) if i % 2 == 0 else (b, a)):
                 speeds[r.name].append(batch["nsentences"] / r.generate([batch]))
         for row in rows:
             row["gen_sent_per_s"] = sum(bt["nsentences"] for bt in gb) / sum(speeds[row["model"]])
+    for row, r in zip(rows, (a, b)):
+        row["compiled_variants"], row["compile_s"] = r.variants, round(r.compile_s, 2)
     ratio = {"train_ratio": statistics.median(paired), "train_ratio_min": min(paired),
              "train_ratio_max": max(paired)}
     scaling = []
@@ -349,15 +404,18 @@ def measure(args):
 
 
 def report(args, rows, scaling, ratio):
-    print(f"device={args.device} dtype={args.dtype} threads={torch.get_num_threads()} task={args.task} "
-          f"data={args.data or 'synthetic'} max_tokens={args.max_tokens} steps={args.steps} rounds={args.rounds}")
-    hdr = f"{'':2} {'arch':32} {'params':>12} {'train tok/s':>12} {'spread':>7} {'gen sent/s':>11} {'peak MiB':>9}"
+    print(f"device={args.device} ({device_name(args.device)}) dtype={args.dtype} threads={torch.get_num_threads()} "
+          f"task={args.task} data={args.data or 'synthetic'} max_tokens={args.max_tokens} steps={args.steps} "
+          f"rounds={args.rounds}")
+    hdr = (f"{'':2} {'arch':32} {'params':>12} {'train tok/s':>12} {'spread':>7} {'gen sent/s':>11} {'peak MiB':>9} "
+           f"{'rnn impl':>8} {'1st step s':>10} {'variants':>8}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         gen = f"{r['gen_sent_per_s']:11.2f}" if "gen_sent_per_s" in r else f"{'-':>11}"
         print(f"{r['model']:2} {r['arch'][:32]:32} {r['params']:12,d} {r['train_tokens_per_s']:12.1f} "
-              f"{100 * r['round_spread']:6.1f}% {gen} {r['peak_mem_mib']:9.1f}")
+              f"{100 * r['round_spread']:6.1f}% {gen} {r['peak_mem_mib']:9.1f} {r['rnn_impl'] or '-':>8} "
+              f"{r['first_step_s']:10.2f} {r['compiled_variants']:8d}")
     if scaling:
         print("\nscaling with sentence length (synthetic, same batch size):")
         print(f"{'length':>6} {'A ms/batch':>11} {'B ms/batch':>11} {'A/B time':>9}")
@@ -384,7 +442,8 @@ def main(argv=None):
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"args": vars(args), "torch_threads": torch.get_num_threads(), "rows": rows,
+            json.dump({"args": vars(args), "device_name": device_name(args.device),
+                       "torch_threads": torch.get_num_threads(), "rows": rows,
                        "scaling": scaling, **ratio}, f, indent=2)
         os.replace(tmp, args.json)
     report(args, rows, scaling, ratio)

@@ -460,3 +460,62 @@ def test_table2_sizes_as_documented():
     pc = _param_counts()
     sizes = {arch: round(pc.count(arch, 37000, 25000) / 1e6, 2) for arch in pc.NIST}
     assert sizes == {"dpn_s2s_nist_zh_en": 38.51, "dpn_baseline_cnn_nist": 64.34, "dpn_baseline_san_nist": 89.73}
+
+
+# ------------------------------------------------------------------------------ fused attention
+@pytest.mark.parametrize("m,fused_cnn", [(9, True), (3, True), (8, True), (9, False)])
+def test_fused_attention_equals_the_weighted_path_outputs_and_gradients(m, fused_cnn, monkeypatch):
+    """Without return_all_attn the decoder-to-encoder attentions that return no weights are fused
+    (scaled_dot_product_attention; the CNN path's where FUSED_DEVICES says so, here forced on CPU);
+    they give the explicit softmax path's outputs and gradients, in eval and in training (no
+    dropout), and the flows hold weights exactly where they are read."""
+    from fairseq_local.modules import dpn_paths
+
+    if fused_cnn:
+        monkeypatch.setattr(dpn_paths, "FUSED_DEVICES", ("cpu", "cuda"))
+    sdpa, scales = torch.nn.functional.scaled_dot_product_attention, []
+
+    def spy(*args, **kwargs):  # the CNN path's Eq. 4 passes scale=1
+        scales.append(kwargs.get("scale"))
+        return sdpa(*args, **kwargs)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    model = build(f"dpn_s2s_m{m}", dropout=0.0)
+    src, lengths, tgt = batch(seed=5)
+    n_layers = {"c": TINY["decoder_conv_layers"], "a": TINY["decoder_san_layers"]}
+
+    def run(train, all_attn):
+        model.train(train)
+        model.zero_grad()
+        out, extra = model(src, lengths, tgt, return_all_attn=all_attn)
+        out.sin().sum().backward()
+        return out.detach(), extra, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    ref, extra_all, grads_ref = run(False, True)
+    assert 1.0 not in scales
+    for flow, layers in extra_all["flows"].items():
+        assert len(layers) == n_layers[flow[0]] and all(a is not None for a in layers)
+    for train in (False, True):
+        out, extra, grads = run(train, False)
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        assert len(grads) == len(grads_ref)
+        for g, g_ref in zip(grads, grads_ref):
+            torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+        for flow, layers in extra["flows"].items():
+            assert len(layers) == n_layers[flow[0]] and all(a is None for a in layers[:-1])
+            if train:
+                assert layers[-1] is None
+            else:  # the alignment's layer: the weights of the full computation
+                torch.testing.assert_close(layers[-1], extra_all["flows"][flow][-1], rtol=0, atol=1e-12)
+        assert (extra["attn"][0] is None) == train
+    # CNN layers fused: 2 of 3 in eval (the last gives the alignment), 3 in training
+    assert scales.count(1.0) == (5 if fused_cnn and "c" in [f[0] for f in extra["flows"]] else 0)
+
+
+def test_attention_layers_choice():
+    from fairseq_local.modules.dpn_paths import attention_layers
+
+    assert attention_layers(True, 3) == [True] * 3 and attention_layers(False, 2) == [False] * 2
+    assert attention_layers("last", 3) == [False, False, True] and attention_layers("last", 0) == []
+    with pytest.raises(ValueError) as e:
+        attention_layers("first", 2)
+    assert str(e.value) == "need_attn must be False, True or 'last', got 'first'"

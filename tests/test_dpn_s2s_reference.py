@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from fairseq_local.modules import dpn_paths
 from fairseq_local.modules.dpn_paths import ConvPathAttention, SANLayer
 from test_dpn_s2s import batch, build
 
@@ -61,7 +62,7 @@ def _memory(S, B, d, seed, const=()):
 
 
 @pytest.mark.parametrize("paths", [("c", "a"), ("c",), ("a",)])
-def test_cnn_path_attention_equals_eq4_eq9_reference(paths):
+def test_cnn_path_attention_equals_eq4_eq9_reference(paths, monkeypatch):
     torch.manual_seed(0)
     att = ConvPathAttention(6, 5, paths).to(DT)
     with torch.no_grad():
@@ -81,6 +82,16 @@ def test_cnn_path_attention_equals_eq4_eq9_reference(paths):
     out_nomask, _ = att(x, emb, mem, None)
     ref_nomask = conv_attention_reference(att, x, emb, mem, torch.zeros(B, S, dtype=torch.bool))
     torch.testing.assert_close(out_nomask, ref_nomask, rtol=1e-10, atol=1e-10)
+    # without weights: the explicit products on CPU, the fused attention where FUSED_DEVICES says
+    # so (here forced on CPU): the same values
+    explicit, none = att(x, emb, mem, pad, need_weights=False)
+    torch.testing.assert_close(explicit, out, rtol=0, atol=0)
+    assert none == {p: None for p in paths}
+    monkeypatch.setattr(dpn_paths, "FUSED_DEVICES", ("cpu", "cuda"))
+    fused, none = att(x, emb, mem, pad, need_weights=False)
+    torch.testing.assert_close(fused, ref, rtol=1e-10, atol=1e-10)
+    assert none == {p: None for p in paths}
+    torch.testing.assert_close(att(x, emb, mem, None, need_weights=False)[0], ref_nomask, rtol=1e-10, atol=1e-10)
 
 
 def _gate_values(module, call):
@@ -168,7 +179,7 @@ def test_each_flow_label_names_the_flow_that_computed_it(flow, varied, blind):
     src, lengths, tgt = batch(seed=6)
     src[0, :3] = src[0, 3]  # no padding: a uniform attention is exactly 1/S everywhere
     _blind(model, blind)
-    _, extra = model.decoder(tgt, _encoder_out(model, src, varied))
+    _, extra = model.decoder(tgt, _encoder_out(model, src, varied), return_all_attn=True)
     flows = extra["flows"]
     assert set(flows) == {"cc", "ca", "ac", "aa"}
     S = src.size(1)

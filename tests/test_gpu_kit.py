@@ -54,7 +54,7 @@ def test_dry_run_checks_every_benchmark_command(tmp_path, capsys):
         run_all.main([str(tmp_path), "--dry-run", "--data", str(tmp_path / "no_data")])
     assert e.value.code == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert [p["name"] for p in plan] == [e["name"] for e in run_all.ENTRIES]
+    assert [p["name"] for p in plan] == [e["name"] for e in run_all.ENTRIES if not e.get("fastpath")]
     assert {e["family"] for e in run_all.ENTRIES} == {"mc_rnn", "parallel_cells", "lattice", "gencnn", "dpn_s2s"}
     for p in plan:
         assert p["problems"] == [], (p["name"], p["problems"])
@@ -62,6 +62,26 @@ def test_dry_run_checks_every_benchmark_command(tmp_path, capsys):
         assert "--device cuda --dtype fp32" in fp32 and "--device cuda --dtype bf16" in bf16
     assert [p["name"] for p in plan if p["missing_data"]] == ["lattice_dwl_gating_vs_word"]
     assert "needs" in capsys.readouterr().err
+
+
+def test_fastpath_plan_compares_compiled_with_eager_for_every_recurrent_family(tmp_path):
+    """--part fastpath: the same arch with --rnn-impl compiled (A) and eager (B), every recurrent
+    family, fp32 and bf16 on cuda, fewer timed steps than the main comparisons."""
+    with pytest.raises(SystemExit) as e:
+        run_all.main([str(tmp_path), "--dry-run", "--part", "fastpath", "--data", str(tmp_path / "no_data")])
+    assert e.value.code == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    fast = [e for e in run_all.ENTRIES if e.get("fastpath")]
+    assert [p["name"] for p in plan] == [e["name"] for e in fast]
+    assert {e["family"] for e in fast} == {"mc_rnn", "parallel_cells", "lattice"}
+    for p in plan:
+        assert p["problems"] == [], (p["name"], p["problems"])
+        fp32, bf16 = p["commands"]
+        assert "--device cuda --dtype fp32" in fp32 and "--device cuda --dtype bf16" in bf16
+        assert "--rnn-impl compiled" in fp32 and "--rnn-impl eager" in fp32 and "--steps 10" in fp32
+        arch = re.search(r"--arch (\S+)", fp32).group(1)
+        assert re.search(r"--baseline (\S+)", fp32).group(1) == arch
+    assert run_all.parse_args([str(tmp_path), "--part", "check"]).bench_share == 0.0
 
 
 def test_cpu_profile_plan_covers_every_family(tmp_path):

@@ -132,3 +132,73 @@ def test_bad_options():
         BiLatticeGRU(3, 3, "deep", "gating")
     with pytest.raises(ValueError, match="--lattice-composition"):
         BiLatticeGRU(3, 3, "dwl", "mean")
+
+
+def _depth(lat, backward=False):
+    """Longest path in edges from v_0 (backward: from v_N) to any node, by a scan over nodes."""
+    depth = {lat.n_chars if backward else 0: 0}
+    edges = sorted(lat.edges, key=lambda e: -e[0] if backward else e[1])
+    for i, j in edges:
+        start, end = (j, i) if backward else (i, j)
+        depth[end] = max(depth.get(end, 0), depth[start] + 1)
+    return max(depth.values())
+
+
+def _count_cell_calls(enc, monkeypatch):
+    calls = []
+    for d in (enc.forward_gru, enc.backward_gru):
+        cell = d._cell
+
+        def counted(gi, h, cell=cell, d=d):
+            calls.append((d, gi.size(0)))
+            return cell(gi, h)
+        monkeypatch.setattr(d, "_cell", counted)
+    return calls
+
+
+@pytest.mark.parametrize("variant,composition", COMBOS)
+def test_sequential_steps_equal_the_batch_lattice_depth(variant, composition, monkeypatch):
+    """One GRU step per topological level of the whole batch: the number of sequential steps of
+    each direction is the batch's largest lattice depth, not its number of positions or nodes."""
+    torch.manual_seed(3)
+    lattices = _lattices()
+    vocab = _vocab(lattices)
+    embed = nn.Embedding(len(vocab) + 4, 3, padding_idx=PAD).double()
+    enc = BiLatticeGRU(3, 4, variant, composition, init_scale=0.5).double()
+    calls = _count_cell_calls(enc, monkeypatch)
+    _, _, _, extras = _encode(enc, embed, _batch(lattices, vocab))
+    for direction, (d, sched) in enumerate(zip((enc.forward_gru, enc.backward_gru), extras["schedules"])):
+        depth = max(_depth(lat, backward=direction == 1) for lat in lattices)
+        assert depth == 5 and max(lat.n_chars for lat in lattices) == 7  # 下 雨天 地 面积 水
+        assert len(sched.steps) == depth and [s[0] for s in sched.steps] == list(range(1, depth + 1))
+        rows = [n for c, n in calls if c is d]
+        assert len(rows) == depth
+        # every node (DWL: every edge) of the batch is computed exactly once
+        assert sum(rows) == (sched.edge_words.numel() if variant == "dwl" else sched.node_batch.numel())
+
+
+def test_a_lattice_shallower_than_its_nodes_in_one_step_per_level(monkeypatch):
+    """下雨天 | 地 面积 水 and 下雨天 | 地面 | 积水: 7 characters, 5 nodes after v_0, depth 4 (the
+    path 下雨天 地 面积 水) in both directions; the states equal the node-by-node reference."""
+    from test_lattice_gru_reference import reference_direction
+
+    torch.manual_seed(4)
+    lat = merge_tokenizations("下雨天地面积水", [["下雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]])
+    assert lat.n_chars == 7 and len(lat.nodes()) - 1 == 5 and _depth(lat) == _depth(lat, True) == 4
+    vocab = _vocab([lat])
+    embed = nn.Embedding(len(vocab) + 4, 3, padding_idx=PAD).double()
+    enc = BiLatticeGRU(3, 4, "dwl", "gating", init_scale=0.5).double()
+    calls = _count_cell_calls(enc, monkeypatch)
+    _, _, _, extras = _encode(enc, embed, _batch([lat], vocab))
+    # forward levels {v_3}, {v_4, v_5}, {v_6}, {v_7}; backward {v_5, v_6}, {v_4}, {v_3}, {v_0}:
+    # one GRU step per level over the edges entering (leaving) its nodes
+    assert [n for _, n in calls] == [1, 2, 1, 2] + [2, 1, 2, 1]
+    sched_f, sched_b = extras["schedules"]
+    assert [(lv, sched_f.node_pos[n0:n1].tolist()) for lv, _, _, n0, n1 in sched_f.steps] == \
+        [(1, [3]), (2, [4, 5]), (3, [6]), (4, [7])]
+    assert [(7 - sched_b.node_pos[n0:n1]).tolist() for _, _, _, n0, n1 in sched_b.steps] == [[6, 5], [4], [3], [0]]
+    emb = embed(torch.tensor([vocab[w] for w in lat.words()]))
+    for backward, (d, sched) in enumerate(zip((enc.forward_gru, enc.backward_gru), extras["schedules"])):
+        buf, _ = d(embed(sched.edge_words), sched, 1, 8)
+        for node, h in reference_direction(d, lat, emb, backward=bool(backward)).items():
+            torch.testing.assert_close(buf[0, 7 - node if backward else node], h, rtol=0, atol=1e-12)

@@ -23,18 +23,21 @@ def test_schedule_of_a_two_sentence_batch():
     vocab = _vocab(lats)
     batch = _batch(lats, vocab)
     s = make_schedule(batch["lat_in_words"], batch["lat_in_prev"], batch["lat_in_mask"])
-    # edges ordered by end position, then sentence: A 0:1, B 0:1, B 1:2, A 0:3, A 1:3
+    # levels (longest path from v_0): A v_1 = 1, v_3 = 2 (via 0:1, 1:3); B v_1 = 1, v_2 = 2
+    # edges ordered by level of their end node, position, sentence: A 0:1, B 0:1, B 1:2, A 0:3, A 1:3
     assert s.edge_batch.tolist() == [0, 1, 1, 0, 0]
     assert s.edge_other.tolist() == [0, 0, 1, 0, 1]
     assert s.edge_words.tolist() == [vocab[w] for w in ["下", "他", "说", "下雨天", "雨天"]]
-    # nodes: (v_1, A), (v_1, B), (v_2, B), (v_3, A)
+    # nodes: (v_1, A), (v_1, B) at level 1; (v_2, B), (v_3, A) at level 2
     assert s.node_batch.tolist() == [0, 1, 1, 0] and s.node_pos.tolist() == [1, 1, 2, 3]
     assert s.edge_node.tolist() == [0, 1, 2, 3, 3]
-    assert s.steps == [(1, 0, 2, 0, 2), (2, 2, 3, 2, 3), (3, 3, 5, 3, 4)]
+    assert s.edge_local.tolist() == [0, 1, 0, 1, 1]
+    # two sequential steps (the batch's depth), not three (its positions)
+    assert s.steps == [(1, 0, 2, 0, 2), (2, 2, 5, 2, 4)]
     srcs = [(u, rows.tolist()) for u, rows in s.sources]
-    # step 0: both from the zero state; step 1: B's v_1 = row 1 of step 0;
-    # step 2: A's 0:3 from the zero state (row 0), A's 1:3 from A's v_1 (row 0 of step 0 -> row 1)
-    assert srcs == [([-1], [0, 0]), ([0], [1]), ([-1, 0], [0, 1])]
+    # step 0: both from the zero state; step 1 reads [zero; step 0]: B's 1:2 from B's v_1 (row 1 of
+    # step 0 -> row 2), A's 0:3 from the zero state (row 0), A's 1:3 from A's v_1 (row 0 of step 0 -> row 1)
+    assert srcs == [([-1], [0, 0]), ([-1, 0], [2, 0, 1])]
 
 
 def _direction_alone(d, embed, lat, vocab):

@@ -237,7 +237,9 @@ class DPNDecoder(FairseqIncrementalDecoder):
         ``--replace-unk``): the mean of the last decoder layer's decoder-to-encoder attention
         distributions (softmax(q k^T) of Eq. 4, head-averaged for the SAN path) over every flow the
         model has (four in the full model, fewer in the M1-M9 ablations); a distribution over the
-        source positions, whatever paths are present."""
+        source positions, whatever paths are present.  Only ``return_all_attn`` fills every layer of
+        ``flows``; otherwise the earlier layers are None and, in training, so is the last layer (and
+        ``attn``): those attentions are fused (``scaled_dot_product_attention``) and give no weights."""
         x = self.embed(prev_output_tokens, incremental_state)  # T x B x d
         padding_mask = encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None
         if padding_mask is not None and not padding_mask.any():
@@ -248,16 +250,19 @@ class DPNDecoder(FairseqIncrementalDecoder):
         if encoder_out["san_out"]:
             memory["a"] = (encoder_out["san_out"][0], encoder_out["san_out"][0])
         flows: Dict[str, List[Optional[Tensor]]] = {}
+        # attention weights are computed only where they are read: every layer's when asked for, the
+        # last layer's (the alignment) outside training; every other attention is fused
+        need_attn = True if return_all_attn else (False if self.training else "last")
         outs = []
         if self.cnn is not None:
-            zc, attns = self.cnn(x, None, memory, padding_mask, incremental_state)
+            zc, attns = self.cnn(x, None, memory, padding_mask, incremental_state, need_attn)
             for layer in attns:
                 for p, a in layer.items():
                     flows.setdefault("c" + p, []).append(a)
             outs.append(zc)
         if self.san is not None:
             mask = self.buffered_future_mask(x) if incremental_state is None else None
-            za, attns = self.san(x, mask, None, memory, padding_mask, incremental_state, need_attn=True)
+            za, attns = self.san(x, mask, None, memory, padding_mask, incremental_state, need_attn)
             for layer in attns:
                 for p, a in layer.items():
                     flows.setdefault("a" + p, []).append(a)

@@ -19,6 +19,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig  # registers ``rnnsearch`` before our archs
+from fairseq_local.modules.fast_path import set_rnn_impl
 from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeGRU
 from fairseq_local.modules.recurrent_seq2seq import (
     Embedding,
@@ -119,7 +120,7 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
             dropout_out=opt(cfg.decoder_dropout_out), out_embed_dim=cfg.decoder_out_embed_dim,
             share_input_output_embed=cfg.share_decoder_input_output_embed,
             max_positions=cfg.max_target_positions)
-        return cls(encoder, decoder)
+        return set_rnn_impl(cls(encoder, decoder), cfg.rnn_impl)
 
 
 # Su et al. 2017, Setup: embeddings 320, hidden 512, one bidirectional GRU encoder layer and a GRU

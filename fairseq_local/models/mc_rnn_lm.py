@@ -23,18 +23,18 @@ optimiser's: ``--variable-bptt`` (Section 4.1) and ``--optimizer nt_asgd`` (Sect
 """
 from dataclasses import dataclass, field
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
 
 from fairseq_local.config_checks import check_sizes
 from fairseq_local.models.mc_rnn import check_mc_options
+from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
 from fairseq_local.modules.torch_rnn_layer import check_cell_type
 
 
 @dataclass
-class MCRNNLMConfig(FairseqDataclass):
+class MCRNNLMConfig(RecurrentImplConfig):
     cell: str = field(default="lstm", metadata={"help": "recurrent cell: lstm, gru or rnn"})
     mc_channels: int = field(default=3, metadata={"help": "channels k per layer (block size k + 1)"})
     mc_cell_memory: str = field(default="chain", metadata={"help": "LSTM memory input: chain or block_mean"})
@@ -102,7 +102,7 @@ class MCRNNLanguageModel(FairseqLanguageModel):
             dropout_embed=cfg.dropout_embed, dropout_in=cfg.dropout_in, dropout_hidden=cfg.dropout_hidden,
             dropout_out=cfg.dropout, share_input_output_embed=not cfg.untie_embeddings,
             max_positions=_max_positions(cfg))
-        return cls(decoder)
+        return set_rnn_impl(cls(decoder), cfg.rnn_impl)
 
 
 @register_model_architecture("mc_rnn_lm", "mc_rnn_lm_ptb")

@@ -29,10 +29,11 @@ from typing import Dict, Optional
 
 import torch.nn as nn
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.config_checks import check_divides, check_sizes
+from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
 
@@ -41,7 +42,7 @@ CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
 
 
 @dataclass
-class ParallelLSTMLMConfig(FairseqDataclass):
+class ParallelLSTMLMConfig(RecurrentImplConfig):
     wide: Optional[int] = field(default=1, metadata={"help": "parallel cells per layer (paper's 'wide')"})
     cell_type: CELL_CHOICES = field(default="lstm", metadata={"help": "cell of every parallel cell"})
     cell_input: CELL_INPUT_CHOICES = field(
@@ -104,7 +105,7 @@ class ParallelLSTMLanguageModel(FairseqLanguageModel):
         for p in decoder.parameters():
             nn.init.uniform_(p, -args.init_scale, args.init_scale)
         nn.init.zeros_(embed.weight[dictionary.pad()].data)
-        return cls(decoder)
+        return set_rnn_impl(cls(decoder), args.rnn_impl)
 
 
 def base_architecture(args):

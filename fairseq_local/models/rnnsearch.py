@@ -11,7 +11,6 @@ is the single hook other recurrent families override (MC-RNN does).
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from fairseq_local.modules.recurrent_seq2seq import (
@@ -22,11 +21,12 @@ from fairseq_local.modules.recurrent_seq2seq import (
     set_defaults,
 )
 from fairseq_local.config_checks import check_sizes
+from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer, check_cell_type
 
 
 @dataclass
-class RNNSearchConfig(FairseqDataclass):
+class RNNSearchConfig(RecurrentImplConfig):
     cell: str = field(default="lstm", metadata={"help": "recurrent cell: lstm, gru or rnn"})
     dropout: float = field(default=0.1, metadata={"help": "dropout probability (default of the others)"})
     encoder_embed_dim: int = field(default=256, metadata={"help": "encoder embedding dimension"})
@@ -106,7 +106,7 @@ class RNNSearchModel(FairseqEncoderDecoderModel):
             out_embed_dim=cfg.decoder_out_embed_dim,
             share_input_output_embed=cfg.share_decoder_input_output_embed or cfg.share_all_embeddings,
             max_positions=cfg.max_target_positions)
-        return cls(encoder, decoder)
+        return set_rnn_impl(cls(encoder, decoder), cfg.rnn_impl)
 
 
 # ``--arch rnnsearch`` itself is registered by fairseq (register_model with a dataclass): the

@@ -41,8 +41,8 @@ location 0 is computed per window from the slot chain (exactly the same expressi
 the streams do not depend on the recursion, so they are computed once for all recursion blocks.
 TIME-ARROW maps (one weight matrix per window location), and TIME-FLOW maps that read TIME-ARROW
 maps (``tf_input="all"``), act on the windows as batched matrix products over locations, taken on
-strided views of the window tensors (``_WindowMatmul``: no gathered copies in the forward, the
-kernel taps' gradients added straight into the input gradient in the backward); window gathers
+strided views of the window tensors (``_WindowMatmul``: no gathered copies in the forward, every
+kernel tap's gradient added into the input gradient by one ``index_add`` in the backward); window gathers
 are ``index_select``s (backward: ``index_add``).  All windows of a batch go through each layer
 together, so the number of operators per training step does not grow with the sentence length or
 the number of sentences (on a GPU a step is bound by kernel launches, not arithmetic).
@@ -59,7 +59,7 @@ parallel); that loop is over blocks of the recursion, not over positions.
 import functools
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -100,6 +100,22 @@ class LayerShape:
     @property
     def channels(self):
         return self.n_tf + self.n_ta
+
+    @property
+    def conv_taps(self) -> "Taps":  # Eq. 3-4: location i reads i .. i+k-1
+        return Taps(width=self.kernel, stride=1, start=0, count=self.n_conv)
+
+    @property
+    def gate_taps(self) -> "Taps":  # Eq. 5: gate j reads its pair's segments, offset+2j .. offset+2j+k
+        return Taps(width=self.kernel + 1, stride=2, start=self.offset, count=self.n_pairs)
+
+
+class Taps(NamedTuple):
+    """Output location ``i < count`` reads ``width`` input locations from ``start + stride * i``."""
+    width: int
+    stride: int
+    start: int
+    count: int
 
 
 def parse_layers(spec: str) -> List[Tuple[int, int, int]]:
@@ -195,11 +211,12 @@ class GatedConvStack(nn.Module):
     # with no maps is left out), so TIME-FLOW maps reading only TIME-FLOW maps never slice channels.
     # Products are taken over window locations on strided views of the parts (no gathered copies),
     # location-major: (locations, M, maps).
-    def _conv(self, parts: List[Tensor], W: Tensor, b: Tensor, width: int, stride: int, start: int,
-              n: int, shared: bool) -> Tensor:
-        """``n`` locations, location ``i`` reading ``width`` input locations from ``start + stride*i``
-        of the first ``W.shape[-1]`` channels of ``parts``: W (F, width, c) shared (TIME-FLOW) or
-        (n, F, width, c) one matrix per location (TIME-ARROW), b (F,) / (n, F).  -> (n, M, F)."""
+    def _conv(self, parts: List[Tensor], W: Tensor, b: Tensor, taps: Taps, shared: bool) -> Tensor:
+        """The ``taps.count`` output locations of one convolution (or gate) over the first
+        ``W.shape[-1]`` channels of ``parts``: W (F, width, c) shared by every location (TIME-FLOW)
+        or (count, F, width, c) one matrix per location (TIME-ARROW), b (F,) / (count, F).
+        -> (count, M, F)."""
+        width, stride, start, n = taps
         out, c0, c_all = None, 0, W.shape[-1]
         for part in parts:  # at most two: the TIME-FLOW and TIME-ARROW maps below
             if c0 >= c_all:
@@ -210,7 +227,7 @@ class GatedConvStack(nn.Module):
             if shared:
                 Wp = Wp.expand(n, *Wp.shape)
             bias = None if out is not None else (b.expand(n, b.shape[-1]) if shared else b)
-            r = _WindowMatmul.apply(*autocast_inputs(part, Wp, bias), width, stride, start, n)
+            r = _WindowMatmul.apply(*autocast_inputs(part, Wp, bias), taps)
             out = r if out is None else out + r
             c0 += c
         return out
@@ -240,14 +257,14 @@ class GatedConvStack(nn.Module):
         """Layer ``li`` on explicit windows given as parts -> [TIME-FLOW (M, n_out, n_tf),
         TIME-ARROW (M, n_out, n_ta)] (kinds with no maps, or not in ``kinds``, left out)."""
         s, w = self.shapes[li], self.w
-        k, n, J, o = s.kernel, s.n_conv, s.n_pairs, s.offset
         out = []
-        for kind, shared in (("tf", True), ("ta", False)):
+        for kind, shared in (("tf", True), ("ta", False)):  # TIME-FLOW: one matrix for every location
             if (s.n_tf if shared else s.n_ta) == 0 or kind not in kinds:
                 continue
-            z = self._conv(parts, w[f"conv_{kind}_w{li}"], w[f"conv_{kind}_b{li}"], k, 1, 0, n, shared)
-            g = self._conv(parts, w[f"gate_{kind}_w{li}"], w[f"gate_{kind}_b{li}"], k + 1, 2, o, J,
-                           shared) if self.gated else None
+            z = self._conv(parts, w[f"conv_{kind}_w{li}"], w[f"conv_{kind}_b{li}"], s.conv_taps, shared)
+            g = None
+            if self.gated:
+                g = self._conv(parts, w[f"gate_{kind}_w{li}"], w[f"gate_{kind}_b{li}"], s.gate_taps, shared)
             out.append(self._gate_merge(s, z, g))
         return out
 
@@ -452,38 +469,45 @@ class GatedConvStack(nn.Module):
 
 
 class _WindowMatmul(torch.autograd.Function):
-    """``out[i] = u_i @ W[i].T (+ b[i])`` for ``i < n``, where row ``m`` of ``u_i`` is
+    """``out[i] = u_i @ W[i].T (+ b[i])`` for ``i < taps.count``, where row ``m`` of ``u_i`` is
     ``H[m, start + stride*i : ... + width]`` flattened: a batched product over window locations
-    on a strided view of H (M, n_in, C) (no gathered copy); the backward adds the ``width`` taps'
-    gradients into H's gradient directly (no unfold/zero-filled gather gradients)."""
+    on a strided view of H (M, n_in, C) (no gathered copy); the backward adds all taps' gradients
+    into H's gradient with one ``index_add_`` (no unfold, no zero-filled gather gradients)."""
 
     @staticmethod
-    def forward(ctx, H, W, b, width, stride, start, n):
+    def forward(ctx, H, W, b, taps: Taps):
         H = H.contiguous()
-        u = _strided(H, width, stride, start, n)
+        u = _strided(H, taps)
         Wt = W.transpose(1, 2)
         out = torch.bmm(u, Wt) if b is None else torch.baddbmm(b.unsqueeze(1), u, Wt)
         ctx.save_for_backward(H, W)
-        ctx.geom = (width, stride, start, n, b is not None)
+        ctx.taps, ctx.has_bias = taps, b is not None
         return out
 
     @staticmethod
     def backward(ctx, go):
         H, W = ctx.saved_tensors
-        width, stride, start, n, has_b = ctx.geom
+        width, stride, start, n = taps = ctx.taps
         M, n_in, C = H.shape
         gH = gW = gb = None
         if ctx.needs_input_grad[0]:
-            gH = H.new_zeros(M, n_in, C)
-            stop = start + stride * (n - 1) + 1
             gu = torch.bmm(go, W).view(n, M, width, C)  # all taps in one product (wider N: faster)
-            for t in range(width):  # kernel taps
-                gH[:, start + t:stop + t:stride].add_(gu[:, :, t].transpose(0, 1))
+            # tap t of location i reads input location start + stride*i + t; tap-major order, so a
+            # location's terms are summed tap by tap
+            rows = _tap_index(taps, H.device)
+            gH = H.new_zeros(M, n_in, C).index_add_(1, rows, gu.permute(1, 2, 0, 3).reshape(M, width * n, C))
         if ctx.needs_input_grad[1]:
-            gW = torch.bmm(go.transpose(1, 2), _strided(H, width, stride, start, n))
-        if has_b and ctx.needs_input_grad[2]:
+            gW = torch.bmm(go.transpose(1, 2), _strided(H, taps))
+        if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = go.sum(1)
-        return gH, gW, gb, None, None, None, None
+        return gH, gW, gb, None
+
+
+@functools.lru_cache(maxsize=64)
+def _tap_index(taps: Taps, device: torch.device) -> Tensor:
+    """Input location of every (tap, output location) pair, tap-major (built once per geometry)."""
+    width, stride, start, n = taps
+    return (torch.arange(width, device=device)[:, None] + start + stride * torch.arange(n, device=device)).reshape(-1)
 
 
 def _dilated_conv(x: Tensor, w: Tensor, b: Tensor, d: int) -> Tensor:
@@ -498,8 +522,9 @@ def _dilated_conv(x: Tensor, w: Tensor, b: Tensor, d: int) -> Tensor:
     return F.conv1d(x, w.permute(0, 2, 1), b, dilation=d).transpose(1, 2)
 
 
-def _strided(H: Tensor, width: int, stride: int, start: int, n: int) -> Tensor:
-    """(n, M, width*C) view of contiguous H (M, n_in, C): [i, m] = H[m, start+stride*i ..][:width]."""
+def _strided(H: Tensor, taps: Taps) -> Tensor:
+    """(count, M, width*C) view of contiguous H (M, n_in, C): [i, m] = H[m, start+stride*i ..][:width]."""
+    width, stride, start, n = taps
     M, n_in, C = H.shape
     return H.as_strided((n, M, width * C), (stride * C, n_in * C, 1), H.storage_offset() + start * C)
 

@@ -17,11 +17,15 @@ as in Eq. 8/14/18.  This lets U h of all three gates be one matmul per step and 
 lattice *exactly* a torch.nn.GRU (tested), so word-level baselines and lattice models share one
 cell definition.
 
-Batching: edges of all sentences are flattened once, sorted by position; the input projections
-W x of all edges are one matmul; then one GRU step per position for the whole batch, over exactly
-the edges (DWL) or nodes (SWL) present there; positions where no sentence has a word boundary are
-skipped.  Preceding states are gathered from the outputs of the (few) earlier steps that hold
-them, planned once per batch, so each step costs O(its edges), never O(batch x positions).
+Batching: edges of all sentences are flattened once; the input projections W x of all edges are
+one matmul; then one GRU step per topological level for the whole batch.  The level of a node is
+its depth, the longest path from v_0 to it in edges, so every edge enters a node of a higher level
+than the one it leaves, and all nodes of one level (of every sentence) can be advanced together:
+the number of sequential steps is the batch's largest lattice depth, not its number of character
+positions (a word of n characters spans n positions but one level).  Each step handles exactly
+the edges (DWL) or nodes (SWL) of its level.  Preceding states are gathered from the outputs of
+the (few) earlier steps that hold them, planned once per batch (``make_schedule``, vectorised over
+edges: its only loop runs over levels), so each step costs O(its edges), never O(batch x positions).
 
 Annotations (what the decoder attends to): with the boundaries 0 = b_0 < ... < b_m = N of a lattice
 (nodes with an incoming edge, plus v_0), annotation k = 1..m is [f(b_k); g(b_{k-1})]: the forward
@@ -43,7 +47,13 @@ COMPOSITIONS = ("pooling", "gating")
 
 
 class Schedule(NamedTuple):
-    """Flattened edges of a padded ``B x P x K`` lattice batch, grouped by position."""
+    """Flattened edges of a padded ``B x P x K`` lattice batch, grouped by topological level.
+
+    The level of a node is its depth, the number of edges on the longest path from v_0 to it; every
+    edge enters a node of a higher level than the one it leaves, so all nodes of one level, in every
+    sentence of the batch, are advanced together as one step, and the number of sequential steps is
+    the batch's largest lattice depth.  Nodes are ordered by (level, position, sentence), edges by
+    (their node, slot): each step's edges and nodes are contiguous ranges."""
 
     edge_batch: Tensor  # E: sentence of each edge
     edge_other: Tensor  # E: the edge's other end (preceding node)
@@ -51,44 +61,83 @@ class Schedule(NamedTuple):
     edge_node: Tensor  # E: index of the node it enters (into node_* below)
     node_batch: Tensor  # Nn
     node_pos: Tensor  # Nn
-    steps: List[Tuple[int, int, int, int, int]]  # (position, e0, e1, n0, n1) for non-empty positions
+    steps: List[Tuple[int, int, int, int, int]]  # (level, e0, e1, n0, n1), levels 1 .. depth
     # per step: the earlier steps holding its edges' preceding states (-1: the zero initial state)
     # and, for each edge, its row in the concatenation of those steps' outputs
     sources: List[Tuple[List[int], Tensor]]
+    edge_local: Tensor  # E: edge_node minus the first node of the edge's step
+
+
+def _node_levels(pred: np.ndarray, edge_node: np.ndarray, node_start: np.ndarray) -> np.ndarray:
+    """Depth of every node (longest path from v_0, in edges), nodes with at least one incoming edge.
+
+    ``pred``: each edge's preceding node (-1: v_0), ``edge_node``: the node it enters, edges grouped
+    by node with ``node_start`` the first edge of each node.  Relaxation over all edges at once,
+    depth(v) = max over incoming edges (depth(u) + 1), repeated until nothing changes: after pass
+    ``i`` every node of depth <= i is final, so the loop runs over levels, not edges."""
+    level = np.zeros(node_start.size, dtype=np.int64)
+    if pred.size == 0:
+        return level
+    while True:
+        cand = np.where(pred < 0, 0, level[np.maximum(pred, 0)]) + 1
+        new = np.maximum.reduceat(cand, node_start)
+        if np.array_equal(new, level):
+            return level
+        level = new
 
 
 def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
+    """Plan one direction of a padded lattice batch (``words``/``other``/``mask``: B x P x K; slot
+    ``k`` of node ``p`` is an edge from node ``other[b, p, k]``): every step of ``LatticeGRU`` is
+    one topological level of every lattice at once (see ``Schedule``)."""
     P, B = mask.size(1), mask.size(0)
+    device = mask.device
     m = mask.transpose(0, 1)  # P x B x K
     p_e, b_e, k_e = m.nonzero(as_tuple=True)  # sorted by position, sentence, slot
     p_n, b_n = m.any(-1).nonzero(as_tuple=True)
-    node_id = torch.full((P, B), -1, dtype=torch.long, device=mask.device)
-    node_id[p_n, b_n] = torch.arange(p_n.numel(), device=mask.device)
+    node_id = torch.full((P, B), -1, dtype=torch.long, device=device)
+    node_id[p_n, b_n] = torch.arange(p_n.numel(), device=device)
     other_e = other.transpose(0, 1)[p_e, b_e, k_e]
     pred = node_id[other_e, b_e]  # the preceding node's id; -1 where it has no incoming edge (v_0)
-    e_end = torch.bincount(p_e, minlength=P).cumsum(0)
-    n_end = torch.bincount(p_n, minlength=P).cumsum(0)
+    node_e = node_id[p_e, b_e]
     # the only host sync: small integer arrays
-    e_end, n_end, pred_h = e_end.cpu().numpy(), n_end.cpu().numpy(), pred.cpu().numpy()
-    steps, e0, n0 = [], 0, 0
-    for p in range(P):
-        e1, n1 = int(e_end[p]), int(n_end[p])
-        if e1 > e0:
-            steps.append((p, e0, e1, n0, n1))
-        e0, n0 = e1, n1
-    step_n0 = np.array([s[3] for s in steps], dtype=np.int64)
-    step_rows = np.array([s[4] - s[3] for s in steps], dtype=np.int64)
-    sources = []
-    for p, e0, e1, _, _ in steps:
-        pr = pred_h[e0:e1]
-        src = np.where(pr < 0, -1, np.searchsorted(step_n0, pr, side="right") - 1)
-        uniq = np.unique(src)
-        sizes = np.where(uniq < 0, 1, step_rows[np.maximum(uniq, 0)])
-        offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        slot = np.searchsorted(uniq, src)
-        local = offset[slot] + np.where(src < 0, 0, pr - step_n0[np.maximum(src, 0)])
-        sources.append((uniq.tolist(), torch.from_numpy(local).to(mask.device)))
-    return Schedule(b_e, other_e, words.transpose(0, 1)[p_e, b_e, k_e], node_id[p_e, b_e], b_n, p_n, steps, sources)
+    pred_h, node_h = pred.cpu().numpy(), node_e.cpu().numpy()
+    n_nodes = p_n.numel()
+    node_start = np.searchsorted(node_h, np.arange(n_nodes))  # edges are grouped by node
+    level = _node_levels(pred_h, node_h, node_start)
+    depth = int(level.max()) if n_nodes else 0
+    # renumber nodes by (level, position, sentence) and edges by (their node, slot): stable sorts
+    node_order = np.argsort(level, kind="stable")
+    rank = np.empty_like(node_order)
+    rank[node_order] = np.arange(n_nodes)
+    edge_order = np.argsort(rank[node_h], kind="stable")
+    new_node = rank[node_h[edge_order]]  # E: node of each edge, nondecreasing
+    n_end = np.cumsum(np.bincount(level, minlength=depth + 1))  # level 0 holds no node
+    e_end = np.searchsorted(new_node, n_end, side="left")
+    steps = [(lv, int(e_end[lv - 1]), int(e_end[lv]), int(n_end[lv - 1]), int(n_end[lv]))
+             for lv in range(1, depth + 1)]
+    # where each edge's preceding state lives: step level(u) - 1, row rank(u) - first node of it
+    pr = pred_h[edge_order]
+    src = np.where(pr < 0, -1, level[np.maximum(pr, 0)] - 1)
+    row = np.where(pr < 0, 0, rank[np.maximum(pr, 0)] - n_end[np.maximum(src, 0)])
+    step_of_edge = level[node_h[edge_order]] - 1
+    # per step, its distinct sources in increasing order, each a block of the concatenation
+    pairs, pair_of_edge = np.unique(step_of_edge * (depth + 1) + src + 1, return_inverse=True)
+    pair_step, pair_src = pairs // (depth + 1), pairs % (depth + 1) - 1
+    size = np.where(pair_src < 0, 1, np.diff(n_end)[np.maximum(pair_src, 0)])
+    ends = np.cumsum(size)
+    first_pair = np.searchsorted(pair_step, np.arange(depth))
+    offset = ends - size - (ends - size)[first_pair][pair_step]
+    local = torch.from_numpy(offset[pair_of_edge.reshape(-1)] + row).to(device)
+    pair_end = np.append(first_pair[1:], pairs.size)
+    sources = [(pair_src[first_pair[s]:pair_end[s]].tolist(), local[e0:e1])
+               for s, (_, e0, e1, _, _) in enumerate(steps)]
+    edge_index = torch.from_numpy(edge_order).to(device)
+    node_index = torch.from_numpy(node_order).to(device)
+    edge_local = torch.from_numpy(new_node - n_end[step_of_edge]).to(device)
+    return Schedule(b_e[edge_index], other_e[edge_index], words.transpose(0, 1)[p_e, b_e, k_e][edge_index],
+                    torch.from_numpy(new_node).to(device), b_n[node_index], p_n[node_index], steps, sources,
+                    edge_local)
 
 
 def compose(v: Tensor, local: Tensor, n: int, gate: Optional[nn.Linear]) -> Tuple[Tensor, Optional[Tensor]]:
@@ -154,10 +203,10 @@ class LatticeGRU(nn.Module):
         weights = [] if record_gates else None
         zero = embed.new_zeros(1, self.hidden_size)
         outs: List[Tensor] = []  # node states of each step (no B x P buffer: O(E) work per step)
-        for (p, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):
+        for (_, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):  # one level per step
             parts = [zero if s < 0 else outs[s] for s in srcs]
             h_pre = (torch.cat(parts) if len(parts) > 1 else parts[0]).index_select(0, local_rows)
-            local = sched.edge_node[e0:e1] - n0
+            local = sched.edge_local[e0:e1]
             if self.variant == "dwl":  # Eq. 16-20
                 h, w = compose(self._cell(gi[e0:e1], h_pre), local, n1 - n0, self.gate_h)
             else:  # Eq. 11-15

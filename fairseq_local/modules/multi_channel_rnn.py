@@ -53,6 +53,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_local.modules.fast_path import FastPathMixin, active_mask, run_scan
+
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 CELL_MEMORY = ("chain", "block_mean")
 WEIGHT_SPACES = ("hidden", "gates")
@@ -66,7 +68,7 @@ def channel_in_degree(positions: Tensor, channels: int) -> Tensor:
     return torch.remainder(positions.unsqueeze(-1) - k - 1, channels) + 1
 
 
-class MultiChannelRNNLayer(nn.Module):
+class MultiChannelRNNLayer(FastPathMixin, nn.Module):
     """One MC-RNN-k layer under the fairseq_local recurrent-layer contract.
 
     State (batch-first tuple): ``hist[B, k, n-1, H]`` (slot j-1 holds h_{t-j}),
@@ -164,7 +166,8 @@ class MultiChannelRNNLayer(nn.Module):
             state = self.zero_state(B, x)
         hist, pos = state[0], state[-1]
         cmem = state[1] if self.cell == "lstm" else None
-        valid = None if padding_mask is None or not bool(padding_mask.any()) else ~padding_mask
+        mask = active_mask(padding_mask)
+        valid = None if mask is None else ~mask
         if valid is None:
             steps = torch.arange(1, T + 1, device=x.device).unsqueeze(1).expand(T, B)
         else:
@@ -178,6 +181,37 @@ class MultiChannelRNNLayer(nn.Module):
         w_block = self.block_weight if not gates_space else self._dropconnect(self.block_weight)
         w_block = self._stacked_block_weight(w_block)  # sum_j h_j W_j^T
 
+        carry = (hist, cmem)
+        if self.use_compiled(x):
+            (hs,), (hist, cmem) = run_scan(self, "_scan", carry, (coef, x_proj), valid, (w_hh, w_block))
+        else:
+            (hs,), (hist, cmem) = self._scan(carry, (coef, x_proj), valid, (w_hh, w_block))
+        if K == 1:
+            alpha, out = hs.new_ones(T, B, 1), hs[:, :, 0]
+        else:  # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
+            e = torch.tanh(F.linear(hs, self.att_v_h) + F.linear(x, self.att_v_x).unsqueeze(2)) @ self.att_r
+            alpha = torch.softmax(e, dim=-1)  # [T, B, K]
+            out = (alpha.unsqueeze(-1) * hs).sum(2)
+        if valid is not None:
+            out = out * valid.unsqueeze(-1).to(out.dtype)
+            alpha = alpha * valid.unsqueeze(-1).to(alpha.dtype)
+        if self.record_attention:
+            self.last_attention = alpha.detach()
+        pos = pos + (steps[-1] if T > 0 else 0)
+        new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
+        return out, new_state
+
+    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
+        """The time loop (Eq. 2-3 for every channel), the layer's scan (:mod:`.fast_path`): carry
+        ``(hist, cmem or None)``, seq ``(coef[T, B, K, J], x_proj[T, B, 1, G*H])``, ``valid[T, B]``
+        or None, consts ``(W_hh or None, [W_1; ...; W_{n-1}]^T)``; returns ``((h[T, B, K, H],),
+        (hist, cmem))``.  The eager path calls it directly, the compiled path compiles it."""
+        hist, cmem = carry
+        coef, x_proj = seq
+        w_hh, w_block = consts
+        T, B = coef.shape[:2]
+        K, J, H = self.channels, self.lags, self.hidden_size
+        gates_space = self.weight_space == "gates"
         outs = []
         for t in range(T):
             c_t = coef[t].unsqueeze(-1)  # [B, K, J, 1]
@@ -213,22 +247,7 @@ class MultiChannelRNNLayer(nn.Module):
             if self.cell == "lstm":
                 cmem = new_cmem
             outs.append(h_new)
-
-        hs = torch.stack(outs)  # [T, B, K, H]
-        if K == 1:
-            alpha, out = hs.new_ones(T, B, 1), hs[:, :, 0]
-        else:  # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
-            e = torch.tanh(F.linear(hs, self.att_v_h) + F.linear(x, self.att_v_x).unsqueeze(2)) @ self.att_r
-            alpha = torch.softmax(e, dim=-1)  # [T, B, K]
-            out = (alpha.unsqueeze(-1) * hs).sum(2)
-        if valid is not None:
-            out = out * valid.unsqueeze(-1).to(out.dtype)
-            alpha = alpha * valid.unsqueeze(-1).to(alpha.dtype)
-        if self.record_attention:
-            self.last_attention = alpha.detach()
-        pos = pos + (steps[-1] if T > 0 else 0)
-        new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
-        return out, new_state
+        return (torch.stack(outs),), (hist, cmem)
 
     def _stacked_block_weight(self, w: Tensor) -> Tensor:
         """``[W_1^T; ...; W_{n-1}^T]`` as one ``(n-1)H x out`` matrix (a transposed copy, made on

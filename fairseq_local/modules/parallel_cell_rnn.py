@@ -60,6 +60,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq_local.modules.amp import autocast_inputs
+from fairseq_local.modules.fast_path import FastPathMixin, is_compiling, run_scan
 
 State = Tuple[Tensor, ...]
 
@@ -73,7 +74,7 @@ def input_slices(input_size: int, wide: int) -> Tuple[int, ...]:
     return tuple(input_size // wide + (1 if j < input_size % wide else 0) for j in range(wide))
 
 
-class ParallelCellRNNLayer(nn.Module):
+class ParallelCellRNNLayer(FastPathMixin, nn.Module):
     """``wide`` independent LSTM / GRU / tanh-RNN cells of ``hidden_size // wide`` units each."""
 
     def __init__(self, input_size: int, hidden_size: int, wide: int = 1, cell: str = "lstm",
@@ -200,7 +201,7 @@ class ParallelCellRNNLayer(nn.Module):
         if (self.cell == "lstm" and n == 1 and T > 1 and padding_mask is None and not self.masked_cells
                 and not self.force_autograd and input_proj is None):
             return self._fused_standard_lstm(x, state)
-        h, *rest = [self._cells_first(s) for s in state]
+        h, *rest = state
         c = rest[0] if rest else None
         # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
         xproj = input_proj if input_proj is not None else self._input_projection(x)
@@ -210,12 +211,32 @@ class ParallelCellRNNLayer(nn.Module):
         if self.masked_cells:
             keep_cells = x.new_ones(n, 1, 1)
             keep_cells[list(self.masked_cells)] = 0
-        if self.cell == "lstm" and keep_cells is None and not self.force_autograd:
+        if self.cell == "lstm" and keep_cells is None and not self.force_autograd and not self.use_scan(x):
             keep = None if pad is None else (~pad).to(x.dtype)
-            out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(xproj, h, c, self.weight_hh, keep))
+            out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(xproj, self._cells_first(h), self._cells_first(c),
+                                                                  self.weight_hh, keep))
             return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
+        carry, seq, consts = (h, c), (xproj,), (keep_cells,)
+        valid = None if pad is None else ~padding_mask
+        if self.use_compiled(x):
+            (out,), (h, c) = run_scan(self, "_scan", carry, seq, valid, consts)
+        else:
+            (out,), (h, c) = self._scan(carry, seq, valid, consts)
+        return out.reshape(T, B, self.hidden_size), ((h, c) if self.cell == "lstm" else (h,))
+
+    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
+        """The time loop of every cell (the equations of the module doc), the layer's scan
+        (:mod:`.fast_path`): carry ``(h[B, m], c[B, m] or None)``, seq ``(xproj[T, B, n, G*k],)``,
+        ``valid[T, B]`` or None, consts ``(keep_cells[n, 1, 1] or None,)``; returns
+        ``((out[T, B, n, k],), (h, c))``.  GRU, tanh-RNN and masked cells always run it; LSTM cells
+        under ``force_autograd``, on the compiled path and inside a compiled decoder step."""
+        h, c = (None if s is None else self._cells_first(s) for s in carry)
+        (xproj,) = seq
+        (keep_cells,) = consts
+        T = xproj.size(0)
         # [T, n, B, g*k]; unbind once: indexing xproj[t] would make every step's backward zero-fill
         xsteps = xproj.transpose(1, 2).contiguous().unbind(0)
+        pad = None if valid is None else (~valid).view(T, 1, -1, 1)
         outs = []
         for t in range(T):
             if self.cell == "lstm":
@@ -245,9 +266,13 @@ class ParallelCellRNNLayer(nn.Module):
             else:
                 outs.append(h_new)
                 h, c = h_new, c_new
-        out = torch.stack(outs, 0).transpose(1, 2).reshape(T, B, self.hidden_size)
-        new_state = (h, c) if self.cell == "lstm" else (h,)
-        return out, tuple(self._batch_first(s) for s in new_state)
+        out = torch.stack(outs, 0).transpose(1, 2)
+        return (out,), (self._batch_first(h), None if c is None else self._batch_first(c))
+
+    def use_scan(self, x: Tensor) -> bool:
+        """LSTM cells: step through :meth:`_scan` (autograd) instead of ``_BlockDiagonalLSTM``: on
+        the compiled path, and while being traced into a compiled decoder step."""
+        return is_compiling() or self.use_compiled(x)
 
     def _fused_standard_lstm(self, x: Tensor, state: State) -> Tuple[Tensor, State]:
         """wide=1 is exactly a standard LSTM: run whole unpadded sequences through torch's fused

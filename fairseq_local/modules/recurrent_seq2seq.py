@@ -16,6 +16,10 @@ encoders) is built from these three classes plus a *layer factory*
 * optional: ``layer.input_projection_parameters() -> (W, b)`` and ``layer(..., input_proj=W x + b)``.
   The input-feeding decoder then computes each step's input projection with a ``StepwiseLinear``,
   so in training the weight gradient is one product over all target steps, not one per step.
+* optional: the fast path (``--rnn-impl``, :mod:`fairseq_local.modules.fast_path`): the layer's time
+  loop is one method ``_scan(carry, seq, valid, consts)`` that the eager path calls and the compiled
+  path compiles; the layer mixes in ``FastPathMixin`` and runs its eager code while being traced.
+  The decoders below follow the same scheme for their own step loops.
 
 Encoders return fairseq's dict convention ``{"encoder_out": [T x B x C], "encoder_padding_mask":
 [B x T] or [], "encoder_final_hidden": [B x C] or [], "src_tokens": [], "src_lengths": []}``.
@@ -37,6 +41,14 @@ from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor
 
+from fairseq_local.modules.fast_path import (
+    FastPathMixin,
+    flatten_states,
+    length_bucket,
+    pad_dim,
+    run_scan,
+    unflatten_states,
+)
 from fairseq_local.modules.rnn_attention import RNNSearchAttention
 from fairseq_local.modules.stepwise_linear import StepwiseLinear
 
@@ -237,7 +249,7 @@ class _RecurrentDecoderMixin:
         return self.max_target_positions
 
 
-class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
+class RecurrentAttentionDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIncrementalDecoder):
     """RNNSearch-style attentional decoder over any stack of contract layers (see module doc)."""
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, layer_factory: LayerFactory,
@@ -285,8 +297,9 @@ class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecode
     def _initial(self, enc_final: Optional[Tensor], bsz: int, like: Tensor):
         if self.init_proj is not None and enc_final is not None:
             h0 = torch.tanh(self.init_proj(enc_final))
-            return [layer.state_from_hidden(h0) for layer in self.layers], h0
-        return [None] * self.num_layers, like.new_zeros(bsz, self.hidden_size)
+        else:  # the zero state, as a state (the step loop's carry is a fixed tuple of tensors)
+            h0 = like.new_zeros(bsz, self.hidden_size)
+        return [layer.state_from_hidden(h0) for layer in self.layers], h0
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
         if encoder_out is None:
@@ -306,23 +319,13 @@ class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecode
             states, query = self._initial(enc_final, bsz, y)
             keys = self.attention.project_keys(enc)
         if self.input_feeding:
-            tops, ctxs, attns = [], [], []
-            projs = self._stepwise_projections(seqlen, bsz)
-            for t in range(seqlen):
-                ctx, a = self.attention(query, enc, enc_mask, keys)
-                inp = torch.cat([y[t], ctx], dim=-1).unsqueeze(0)
-                for i, layer in enumerate(self.layers):
-                    if i > 0:
-                        inp = self.dropout_out_module(inp)
-                    if projs[i] is None:
-                        inp, states[i] = layer(inp, states[i])
-                    else:
-                        inp, states[i] = layer(inp, states[i], input_proj=projs[i](inp))
-                query = inp[0]
-                tops.append(query)
-                ctxs.append(ctx)
-                attns.append(a)
-            top, ctx, attn = torch.stack(tops), torch.stack(ctxs), torch.stack(attns)
+            flat, kinds = flatten_states(states)
+            if self.use_compiled(y):
+                (top, ctx, attn), carry = self._compiled_feed(query, flat, y, enc, enc_mask, keys, kinds)
+            else:
+                consts = (enc, enc_mask, keys, kinds, self._stepwise_projections(seqlen, bsz))
+                (top, ctx, attn), carry = self._feed_scan((query, *flat), (y,), None, consts)
+            query, states = carry[0], unflatten_states(carry[1:], kinds)
         else:
             top = y
             for i, layer in enumerate(self.layers):
@@ -338,6 +341,48 @@ class RecurrentAttentionDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecode
             self._states.put(cache, states)
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return out.transpose(0, 1), attn.transpose(0, 1)
+
+    def _feed_scan(self, carry, seq, valid: Optional[Tensor], consts):
+        """The input-feeding step loop, the decoder's scan (:mod:`.fast_path`; beam search runs it
+        with T = 1 per generated token): at step t, c_t = attention(s_{t-1}), the first layer reads
+        [y_{t-1}; c_t], every layer advances one step.  carry ``(s, *flat layer states)``, seq
+        ``(y[T, B, E],)``, ``valid[T, B]`` or None (padded steps keep every state), consts
+        ``(encoder_out, encoder_padding_mask, keys, state kinds, stepwise projections or None)``;
+        returns ``((s[T, B, H], c[T, B, C], attn[T, B, S]), carry)``."""
+        query, flat = carry[0], carry[1:]
+        (y,) = seq
+        enc, enc_mask, keys, kinds, projs = consts
+        states = unflatten_states(flat, kinds)
+        tops, ctxs, attns = [], [], []
+        for t in range(y.size(0)):
+            mask = None if valid is None else ~valid[t : t + 1]
+            ctx, a = self.attention(query, enc, enc_mask, keys)
+            inp = torch.cat([y[t], ctx], dim=-1).unsqueeze(0)
+            for i, layer in enumerate(self.layers):
+                if i > 0:
+                    inp = self.dropout_out_module(inp)
+                if projs is None or projs[i] is None:
+                    inp, states[i] = layer(inp, states[i], padding_mask=mask)
+                else:
+                    inp, states[i] = layer(inp, states[i], padding_mask=mask, input_proj=projs[i](inp))
+            query = inp[0] if valid is None else torch.where(valid[t].unsqueeze(-1), inp[0], query)
+            tops.append(inp[0])
+            ctxs.append(ctx)
+            attns.append(a)
+        flat, _ = flatten_states(states)
+        return (torch.stack(tops), torch.stack(ctxs), torch.stack(attns)), (query, *flat)
+
+    def _compiled_feed(self, query, flat, y, enc, enc_mask, keys, kinds):
+        """:meth:`_feed_scan` compiled: the source axis padded to a bucket (padded positions masked),
+        then :func:`~fairseq_local.modules.fast_path.run_scan` pads time and batch."""
+        S, B = enc.shape[:2]
+        Sp = length_bucket(S)
+        mask = enc.new_zeros(B, S, dtype=torch.bool) if enc_mask is None else enc_mask
+        enc, keys, mask = pad_dim(enc, 0, Sp), pad_dim(keys, 0, Sp), pad_dim(mask, 1, Sp, True)
+        consts = (enc, mask, keys, kinds, None)
+        (top, ctx, attn), carry = run_scan(self, "_feed_scan", (query, *flat), (y,), None, consts,
+                                           batch_dims=[(1, 0), (0, False), (1, 0), None, None])
+        return (top, ctx, attn[..., :S]), carry
 
     def _stepwise_projections(self, seqlen: int, bsz: int) -> List[Optional[StepwiseLinear]]:
         """In training, layers that expose their input projection get it from a ``StepwiseLinear``
@@ -381,7 +426,7 @@ def embedding_dropout(embed: nn.Embedding, tokens: Tensor, p: float, training: b
     return F.embedding(tokens, embed.weight * mask, embed.padding_idx)
 
 
-class RecurrentLMDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
+class RecurrentLMDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIncrementalDecoder):
     """Decoder-only stack of contract layers for language modelling.
 
     AWD-LSTM regularisation: word-level embedding dropout (``dropout_embed``), variational
@@ -442,10 +487,14 @@ class RecurrentLMDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
             states = [None] * self.num_layers
         x = embedding_dropout(self.embed_tokens, prev_output_tokens, self.dropout_embed, self.training)
         x = self.drop_in(x.transpose(0, 1))
-        for i, layer in enumerate(self.layers):
-            if i > 0:
-                x = self.drop_hidden(x)
-            x, states[i] = layer(x, states[i])
+        if x.size(0) == 1 and self.use_compiled(x):  # the incremental step: the whole stack is one graph
+            states = [layer.state_from_hidden(x.new_zeros(x.size(1), layer.hidden_size)) if s is None else s
+                      for layer, s in zip(self.layers, states)]
+            flat, kinds = flatten_states(states)
+            (x,), flat = run_scan(self, "_stack_scan", flat, (x,), None, (kinds,))
+            states = unflatten_states(flat, kinds)
+        else:  # longer inputs: each layer runs its own (eager or compiled) scan
+            (x,), states = self._stack(x, states, None)
         x = self.drop_out(x)
         if bptt_state is not None:
             bptt_state.set(self, list(states))
@@ -454,6 +503,22 @@ class RecurrentLMDecoder(_RecurrentDecoderMixin, FairseqIncrementalDecoder):
             self._states.put(cache, states)
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return x.transpose(0, 1)
+
+    def _stack(self, x: Tensor, states: List, valid: Optional[Tensor]):
+        mask = None if valid is None else ~valid
+        states = list(states)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.drop_hidden(x)
+            x, states[i] = layer(x, states[i], padding_mask=mask)
+        return (x,), states
+
+    def _stack_scan(self, carry, seq, valid: Optional[Tensor], consts):
+        """The layer stack as a scan (:mod:`.fast_path`), compiled for the incremental step: carry
+        the flat layer states, seq ``(x[T, B, E],)``, consts ``(state kinds,)``."""
+        (kinds,) = consts
+        outs, states = self._stack(seq[0], unflatten_states(carry, kinds), valid)
+        return outs, tuple(flatten_states(states)[0])
 
     def reorder_incremental_state(self, incremental_state, new_order):
         self._reorder_cached_state(incremental_state, new_order, lambda cached: {})

@@ -6,7 +6,9 @@ zeros.  Full sequences without padding go straight through the fused ``nn.LSTM``
 kernel (cuDNN on GPU, MKL/oneDNN on CPU).  When every column's real tokens form one contiguous
 run (left padding, right padding, or a flipped left-padded source in a backward encoder) the
 columns are shifted to start at 0, packed with ``pack_padded_sequence`` and shifted back, which
-is exact.  Any other mask falls back to a masked step loop.  State is batch-first:
+is exact.  Any other mask runs a masked loop of torch's own cell steps (:meth:`TorchRNNLayer._scan`),
+eager or compiled (``--rnn-impl``, :mod:`fairseq_local.modules.fast_path`); traced into a compiled
+decoder step the layer always runs that loop.  State is batch-first:
 LSTM ``(h[B,H], c[B,H])``, GRU/RNN ``h[B,H]``.
 """
 from typing import Optional, Tuple, Union
@@ -14,6 +16,9 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn as nn
 from torch import Tensor
+
+from fairseq_local.modules.amp import autocast_dtype
+from fairseq_local.modules.fast_path import FastPathMixin, is_compiling, run_scan
 
 CELL_TYPES = ("lstm", "gru", "rnn")
 State = Union[Tensor, Tuple[Tensor, Tensor]]
@@ -24,7 +29,7 @@ def check_cell_type(cell: str, option: str = "--cell"):
         raise ValueError(f"{option} must be one of {', '.join(CELL_TYPES)} (got {cell!r})")
 
 
-class TorchRNNLayer(nn.Module):
+class TorchRNNLayer(FastPathMixin, nn.Module):
     """One unidirectional layer of a standard LSTM, GRU or tanh RNN."""
 
     def __init__(self, cell: str, input_size: int, hidden_size: int, init_scale: float = 0.1):
@@ -62,6 +67,8 @@ class TorchRNNLayer(nn.Module):
 
     # ---- forward -------------------------------------------------------------------------
     def forward(self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None):
+        if is_compiling():  # traced into a compiled decoder step: the cell steps, never cuDNN's module
+            return self._stepped(x, state, None if padding_mask is None else ~padding_mask)
         if padding_mask is None or not bool(padding_mask.any()):
             out, hn = self.rnn(x, self._to_torch(state))
             return out, self._from_torch(hn)
@@ -73,7 +80,7 @@ class TorchRNNLayer(nn.Module):
         contiguous = bool(((steps >= start) & (steps < start + lengths)).eq(valid).all())
         if contiguous and bool((lengths > 0).all()):
             return self._packed(x, state, valid, start, lengths)
-        return self._masked_loop(x, state, valid)
+        return self._stepped(x, state, valid)
 
     def _packed(self, x, state, valid, start, lengths):
         T, B, C = x.shape
@@ -88,15 +95,43 @@ class TorchRNNLayer(nn.Module):
         out = out * valid.unsqueeze(-1).to(out.dtype)
         return out, self._from_torch(hn)
 
-    def _masked_loop(self, x, state, valid):
-        hx = self._to_torch(state if state is not None else self.zero_state(x))
+    def _stepped(self, x, state, valid):
+        """The masked step loop (any mask), eager or compiled (``--rnn-impl``)."""
+        state = state if state is not None else self.zero_state(x)
+        carry = state if isinstance(state, tuple) else (state,)
+        rnn = self.rnn
+        weights = (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0)
+        if self.use_compiled(x):
+            (out,), carry = run_scan(self, "_scan", carry, (x,), valid, weights)
+        else:
+            (out,), carry = self._scan(carry, (x,), valid, weights)
+        return out, (carry if self.cell == "lstm" else carry[0])
+
+    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
+        """The layer's scan (:mod:`.fast_path`): one step of torch's own cell per position
+        (``torch.lstm_cell`` / ``gru_cell`` / ``rnn_tanh_cell``, the equations of ``nn.LSTM`` /
+        ``nn.GRU`` / ``nn.RNN``); carry ``(h[B, H], c[B, H])`` or ``(h,)``, seq ``(x[T, B, I],)``,
+        consts the module's ``(W_ih, W_hh, b_ih, b_hh)``; padded positions keep the state and
+        output zeros.  Under autocast every operand is cast to its dtype first (``torch.lstm_cell``
+        & co. are not autocast operations on every device)."""
+        (x,) = seq
+        dtype = autocast_dtype(x) or x.dtype
+        x = x.to(dtype)
+        weights = tuple(w.to(dtype) for w in consts)
+        carry = tuple(c.to(dtype) for c in carry)
         outs = []
         for t in range(x.size(0)):
-            o, new = self.rnn(x[t : t + 1], hx)
-            keep = valid[t].view(1, -1, 1)
             if self.cell == "lstm":
-                hx = (torch.where(keep, new[0], hx[0]), torch.where(keep, new[1], hx[1]))
+                new = torch.lstm_cell(x[t], carry, *weights)
+            elif self.cell == "gru":
+                new = (torch.gru_cell(x[t], carry[0], *weights),)
             else:
-                hx = torch.where(keep, new, hx)
-            outs.append(o * keep.to(o.dtype))
-        return torch.cat(outs, 0), self._from_torch(hx)
+                new = (torch.rnn_tanh_cell(x[t], carry[0], *weights),)
+            if valid is None:
+                carry = new
+                outs.append(new[0])
+            else:
+                keep = valid[t].unsqueeze(-1)
+                carry = tuple(torch.where(keep, n, c) for n, c in zip(new, carry))
+                outs.append(new[0] * keep.to(new[0].dtype))
+        return (torch.stack(outs),), tuple(carry)

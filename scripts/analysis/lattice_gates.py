@@ -37,12 +37,11 @@ def edge_weights(model, lattice: Lattice, src_dict):
     for direction, (sched, gates) in enumerate(zip(extras["schedules"], extras["gates"])):
         if gates is None:
             raise ValueError("this model uses pooling composition: it has no gate weights")
-        for p, e0, e1, _, _ in sched.steps:
-            for e in range(e0, e1):
-                other = int(sched.edge_other[e])
-                edge = (other, p) if direction == 0 else (T - p, T - other)  # backward ran mirrored
-                fw_bw = result.setdefault(edge, [None, None])
-                fw_bw[direction] = float(gates[e])
+        ends = sched.node_pos[sched.edge_node].tolist()
+        for e, (other, p) in enumerate(zip(sched.edge_other.tolist(), ends)):
+            edge = (other, p) if direction == 0 else (T - p, T - other)  # backward ran mirrored
+            fw_bw = result.setdefault(edge, [None, None])
+            fw_bw[direction] = float(gates[e])
     return {e: tuple(w) for e, w in sorted(result.items())}
 
 

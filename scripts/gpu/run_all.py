@@ -24,9 +24,9 @@ this output (docs/results/cpu/, rendered by scripts/docs_speed_table.py)::
 
     python scripts/gpu/run_all.py docs/results/cpu --part bench --cpu
 
-OUT gets at most six files (the device tool returns eight): bench.json, train.json,
-precision.json, summary.txt, run_all.log (every command and its output) and, with --cpu,
-check.json.  ``--dry-run`` checks every command instead (archs registered, bench and fairseq
+OUT gets at most seven files (the device tool returns eight): bench.json, train.json,
+precision.json, summary.txt, run_all.log (every command and its output), with --cpu check.json,
+and with ``--part check`` fast_path_check.json.  ``--dry-run`` checks every command instead (archs registered, bench and fairseq
 options valid) and writes OUT/plan.json; ``--cpu --tiny`` runs the same code on CPU with tiny
 batches and step counts.
 """
@@ -55,6 +55,8 @@ _IWSLT_LSTM = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 256 --
 _LM648 = "--decoder-hidden-size 648 --decoder-embed-dim 648 --decoder-layers 2"
 _MT = ("--encoder-embed-dim {d} --encoder-hidden-size {d} --encoder-layers 2 --decoder-embed-dim {d} "
        "--decoder-hidden-size {d} --decoder-layers 2 --dropout 0.2")
+# compiled vs eager: fewer timed steps (both sides pay the Python loop or the compilation)
+_FAST = "--steps 10 --warmup 2 --rounds 2 --gen-sentences 64"
 ENTRIES = [
     # name, family, issue goal (train ratio A/B), bench arguments; cpu: one of the family's main
     # comparisons, run by the CPU profile (--cpu); ceiling (gen_ceiling): the CPU multiply-add ceiling
@@ -83,6 +85,27 @@ ENTRIES = [
     dict(name="dpn_vs_transformer", family="dpn_s2s", goal=0.9, cpu=True,
          ceiling=0.92, gen_ceiling=0.89,  # docs/dpn_s2s.md: 10.4M vs 9.5M per token; decoding step 6.55M vs 5.82M
          args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
+
+    # the fast path (--rnn-impl compiled, fairseq_local/modules/fast_path.py) against the eager loop on
+    # the same arch and batches, every recurrent family (--part fastpath, its own call): training,
+    # beam-5 generation and the time to the first update (compilation included) of each
+    dict(name="mc_rnn3_compiled_vs_eager", family="mc_rnn", goal=None, fastpath=True,
+         args=f"--arch mc_rnn_iwslt_de_en_3 --arch-args '--rnn-impl compiled' --baseline mc_rnn_iwslt_de_en_3 "
+              f"--baseline-args '--rnn-impl eager' {_FAST}"),
+    dict(name="rnnsearch_compiled_vs_eager", family="mc_rnn", goal=None, fastpath=True,
+         args=f"--arch rnnsearch_iwslt_de_en --arch-args '--rnn-impl compiled' --baseline rnnsearch_iwslt_de_en "
+              f"--baseline-args '--rnn-impl eager' {_FAST}"),
+    dict(name="parallel_lm648_compiled_vs_eager", family="parallel_cells", goal=None, fastpath=True,
+         args=f"--task language_modeling --arch parallel_lstm_lm --arch-args '--wide 3 {_LM648} --dropout 0.1 "
+              f"--rnn-impl compiled' --baseline parallel_lstm_lm --baseline-args '--wide 3 {_LM648} --dropout 0.1 "
+              f"--rnn-impl eager' --vocab 10000 --tgt-len 35 {_FAST}"),
+    dict(name="parallel_mt510_compiled_vs_eager", family="parallel_cells", goal=None, fastpath=True,
+         args=f"--arch parallel_lstm --arch-args '--wide 3 --encoder-bidirectional-layers 0 {_MT.format(d=510)} "
+              f"--rnn-impl compiled' --baseline parallel_lstm --baseline-args '--wide 3 "
+              f"--encoder-bidirectional-layers 0 {_MT.format(d=510)} --rnn-impl eager' {_FAST}"),
+    dict(name="lattice_dwl_compiled_vs_eager", family="lattice", goal=None, fastpath=True, data="lattice",
+         args="--arch lattice_dwl_gating --arch-args '--rnn-impl compiled' --baseline lattice_dwl_gating "
+              f"--baseline-args '--rnn-impl eager' --task lattice_translation --subset train {_FAST}"),
 
     # secondary comparisons (other sizes and baselines): run after every family's main one
     dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,
@@ -119,7 +142,8 @@ PROFILES = {
 PROFILE_OVERRIDES = {
     "gpu": {},
     "cpu": {"--lengths": None},
-    "tiny": {"--vocab": None, "--tgt-len": None, "--src-len": None, "--gen-len": None, "--lengths": "6,8"},
+    "tiny": {"--vocab": None, "--tgt-len": None, "--src-len": None, "--gen-len": None, "--lengths": "6,8",
+             "--steps": "2", "--warmup": "1", "--rounds": "2", "--gen-sentences": "2"},
 }
 
 
@@ -128,16 +152,21 @@ def profile_of(args):
 
 
 def selected_entries(args):
-    """The entries this run measures: --only's matches; with the CPU profile only those marked cpu."""
+    """The entries this run measures: --only's matches; with the CPU profile only those marked cpu;
+    --part fastpath the compiled-vs-eager ones, every other part the rest."""
     cpu = profile_of(args) == "cpu"
-    return [e for e in ENTRIES if args.only_re.search(e["name"]) and (e.get("cpu") or not cpu)]
+    fast = args.part == "fastpath"
+    return [e for e in ENTRIES if args.only_re.search(e["name"]) and (e.get("cpu") or not cpu)
+            and bool(e.get("fastpath")) == fast]
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="output folder (created)")
-    p.add_argument("--part", choices=["all", "bench", "train", "precision"], default="all",
-                   help="all: bench then train; precision: fp32 vs --bf16 training (its own call)")
+    p.add_argument("--part", choices=["all", "bench", "train", "precision", "fastpath", "check"], default="all",
+                   help="all: bench then train; precision: fp32 vs --bf16 training; fastpath: --rnn-impl compiled "
+                        "vs eager for every recurrent family; check: check_install.py --fast-path (compiled == "
+                        "eager on the device, CUDA graphs included); each of the last three is its own call")
     p.add_argument("--budget-minutes", type=float, default=None,
                    help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it; "
                         "60 with --cpu)")
@@ -187,7 +216,8 @@ def parse_args(argv=None):
     except re.error as e:
         p.error(f"--only {a.only!r}: {e}")
     if a.bench_share is None:
-        a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0, "precision": 0.0}[a.part]
+        a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0, "precision": 0.0, "fastpath": 1.0,
+                         "check": 0.0}[a.part]
     if not 0 <= a.bench_share <= 1:
         p.error("--bench-share must be in [0, 1]")
     a.device = "cpu" if a.cpu else "cuda"
@@ -352,6 +382,10 @@ def run_bench(run, args):
                             rec["gen_ratio"] = rows[0]["gen_sent_per_s"] / rows[1]["gen_sent_per_s"]
                         if entry["goal"] is not None:
                             rec["meets_goal"] = res["train_ratio"] >= entry["goal"]
+                        rec["device_name"] = res.get("device_name")
+                        # time to the first update (compilation included) and compiled variants, A and B
+                        rec["first_step_s"] = [r.get("first_step_s") for r in rows]
+                        rec["compiled_variants"] = [r.get("compiled_variants") for r in rows]
                     else:
                         rec.update(status="timeout" if rc is None else "failed", error=tail)
                     if machine is not None:
@@ -366,6 +400,20 @@ def run_bench(run, args):
                 results.append(rec)
                 write_json(path, {"device": args.device, "tiny": args.tiny, "entries": results})
     return results
+
+
+def run_check(run, args):
+    """scripts/gpu/check_install.py --fast-path on the run's device: OUT/fast_path_check.json."""
+    path = os.path.join(args.out, "fast_path_check.json")
+    cmd = [sys.executable, os.path.join(HERE, "check_install.py"), "--device", args.device, "--fast-path",
+           "--json", path]
+    if args.tiny:
+        cmd.append("--tiny")
+    rc, tail = run.sh(cmd, timeout=max(60.0, run.left()))
+    run.say(f"check --fast-path: {'ok' if rc == 0 else 'failed'}")
+    if rc != 0:
+        write_json(path, {"status": "failed" if rc is not None else "timeout", "error": tail})
+    return rc
 
 
 def _children_cpu_seconds():
@@ -437,7 +485,7 @@ def run_train(run, args):
                 score = os.path.join(tmp, f"bleu_{arch}.json")
                 if rc == 0:
                     rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
-                                       os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.txt"),
+                                       os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.tok.txt"),
                                        "--tokenize", "none", "--json", score], timeout=120)
                 if rc == 0 and os.path.isfile(score):
                     with open(score, encoding="utf-8") as f:
@@ -534,7 +582,12 @@ def summary(args, bench, train, precision=None):
             ratio = f"{r['train_ratio']:9.2f}" if "train_ratio" in r else f"{'-':>9}"
             goal = f"{r['goal']:5.2f}" if r["goal"] is not None else f"{'-':>5}"
             gen = f"{r['gen_ratio']:8.2f}" if "gen_ratio" in r else f"{'-':>8}"
-            lines.append(f"{r['name']:36} {r['dtype']:5} {ratio} {goal} {gen}  {r['status']}")
+            first = r.get("first_step_s")
+            first = f"  first update A {first[0]:.1f} s, B {first[1]:.1f} s" if first and None not in first else ""
+            lines.append(f"{r['name']:36} {r['dtype']:5} {ratio} {goal} {gen}  {r['status']}{first}")
+        names = {r["device_name"] for r in bench if r.get("device_name")}
+        if names:
+            lines[0] += f" ({', '.join(sorted(names))})"
     if train:
         lines += ["", f"training ({train.get('minutes_each', '-')} min each): {train.get('status')}"]
         for arch, r in train.get("archs", {}).items():
@@ -590,7 +643,9 @@ def main(argv=None):
         sys.exit("run_all: error: no CUDA device (use --cpu --tiny to check the script on CPU)")
     run = Run(args)
     run.say(f"run_all {' '.join(sys.argv[1:])}: budget {args.budget_minutes} min")
-    bench = run_bench(run, args) if args.part in ("all", "bench") else []
+    bench = run_bench(run, args) if args.part in ("all", "bench", "fastpath") else []
+    if args.part == "check":
+        run_check(run, args)
     train = run_train(run, args) if args.part in ("all", "train") else None
     precision = run_precision(run, args) if args.part == "precision" else None
     summary(args, bench, train, precision)
