@@ -30,12 +30,29 @@ import torch
 from fairseq import hub_utils
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_local.errors import CheckpointError, UserError
+
 DEFAULT_CHECKPOINT = "checkpoint_best.pt"  # what fairseq-train writes (fairseq's own default: model.pt)
+
+
+class WrongModelClassError(CheckpointError, TypeError):
+    """``Model.from_pretrained`` of a checkpoint that holds another model class."""
+
+
+class NoScoreError(UserError, NotImplementedError):
+    """``score()`` of a translation model."""
 
 
 class HubInterface(GeneratorHubInterface):
     """fairseq's ``GeneratorHubInterface``; batches are built without torch's pin-memory warning on
     CPU-only machines, and ``score`` refuses translation checkpoints with one line."""
+
+    def tokenize(self, sentence: str) -> str:
+        """fairseq's ``--tokenizer`` step, after lowercasing when the training text was lowercased
+        (:func:`fairseq_local.patches.interactive_input.lowercase_input`)."""
+        from fairseq_local.patches.interactive_input import lowercase_input
+
+        return super().tokenize(lowercase_input(sentence, self.src_dict))
 
     def _build_batches(self, tokens, skip_invalid_size_inputs):
         with warnings.catch_warnings():  # fairseq's iterators always ask for pinned memory
@@ -46,7 +63,7 @@ class HubInterface(GeneratorHubInterface):
         from fairseq.tasks.translation import TranslationTask
 
         if isinstance(self.task, TranslationTask):
-            raise NotImplementedError(
+            raise NoScoreError(
                 f"score(): {type(self.models[0]).__name__} is a translation model; score() scores sentences "
                 "under a language model (fairseq-generate --score-reference scores given translations)")
         return super().score(sentences, replace_newline_with_eos=replace_newline_with_eos, **kwargs)
@@ -55,17 +72,15 @@ class HubInterface(GeneratorHubInterface):
 class LatticeHubInterface(HubInterface):
     """Hub interface of ``lattice_translation`` checkpoints: a raw Chinese sentence is segmented into
     a word lattice by the task's ``lattice_segmenters`` (the first gives the primary path); a line
-    holding a tab is read as a lattice in the text format (characters, edges, optional path)."""
+    holding a tab is read as a lattice in the text format (characters, edges, optional path); what
+    it cannot read is a one-line ``LatticeError`` (:func:`fairseq_local.data.lattice.read_input`)."""
 
     def encode(self, sentence: str) -> torch.LongTensor:
-        from fairseq_local.data.lattice import Lattice
+        """The packed lattice of ``sentence`` (raw text or a lattice line), read exactly as
+        ``fairseq-interactive`` reads its input lines (``LatticeTranslationTask.input_lattice``)."""
         from fairseq_local.data.lattice_dataset import pack_lattices
 
-        if "\t" in sentence:
-            lattice = Lattice.from_line(sentence.rstrip("\n"), "input")
-        else:
-            lattice = self.task.lattice_builder(sentence, "input") if sentence.strip() else None
-        return pack_lattices([lattice], self.src_dict)[0]
+        return pack_lattices([self.task.input_lattice(sentence, "input")], self.src_dict)[0]
 
     def _build_batches(self, tokens: List[torch.LongTensor], skip_invalid_size_inputs):
         # the task batches lattices by their number of characters (the first packed value)
@@ -116,7 +131,7 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
     loaded = hub_utils.from_pretrained(directory, checkpoint_file, data, **kwargs)
     models, task, cfg = loaded["models"], loaded["task"], loaded["args"]
     if model_class is not None and not isinstance(models[0], model_class):
-        raise TypeError(f"from_pretrained: {os.path.join(directory, checkpoint_file)} holds a "
+        raise WrongModelClassError(f"from_pretrained: {os.path.join(directory, checkpoint_file)} holds a "
                         f"{type(models[0]).__name__} model, not a {model_class.__name__}")
     if isinstance(task, StatefulLanguageModelingTask):
         task = _language_modeling_task(task)

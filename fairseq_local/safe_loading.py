@@ -237,6 +237,12 @@ def _is_local(path) -> bool:
 def checkpoint_model(path):
     """``(arch, model name, task)`` of a fairseq checkpoint (CLI- or Hydra-trained)."""
     from fairseq import checkpoint_utils
+
+    return state_model(checkpoint_utils.load_checkpoint_to_cpu(path))
+
+
+def state_model(state):
+    """``(arch, model name, task)`` of a loaded checkpoint ``state``."""
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
     def get(obj, key):  # omegaconf node, dict or (CLI-trained cfg.model) argparse.Namespace
@@ -244,7 +250,6 @@ def checkpoint_model(path):
             return None
         return obj.get(key, None) if hasattr(obj, "get") else getattr(obj, key, None)
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
     cfg, args = state.get("cfg"), state.get("args")
     arch = get(get(cfg, "model"), "arch") or get(get(cfg, "model"), "_name") or get(args, "arch")
     task = get(get(cfg, "task"), "_name") or get(get(cfg, "task"), "task") or get(args, "task")

@@ -15,24 +15,84 @@ file, tokens separated by spaces, e.g. from the Stanford CTB/PKU/MSR segmenters 
 Without ``--raw`` the first tokenized file defines the sentence.  Any error (unknown segmenter,
 empty line, input not UTF-8, tokenization not matching its sentence, different line counts) is one
 line naming the file and line; the output is written to a temporary file and renamed only when complete.
+
+The segmenters run one after the other over the whole input (each loaded once, used, then
+released, so memory holds one segmenter's model at a time: thulac's is the largest), with a
+progress bar per segmenter on a terminal; the tokenizations are then merged line by line.  Only
+``fairseq_local/data/lattice.py`` (numpy) is loaded, not torch or fairseq.
 """
 import argparse
+import gc
+import importlib.util
 import os
 import sys
+import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
-from fairseq_local.data.lattice import (  # noqa: E402
-    SEGMENTERS,
-    LatticeError,
-    atomic_write_lines,
-    build_item,
-    init_builder_worker,
-    merge_item,
-    parallel_map,
-)
+import segment_pool  # noqa: E402
 from text_input import TextInputError, read_lines  # noqa: E402
+
+# jieba imports setuptools' deprecated pkg_resources; nothing a user of this script can change
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
+
+_LATTICE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fairseq_local", "data",
+                        "lattice.py")
+
+
+def _lattice_module():
+    """fairseq_local.data.lattice without running the package's __init__ (which imports torch and
+    fairseq, seconds and hundreds of MB that building lattices never uses), under a name of its own
+    (pool workers find its functions by it); the package's module where the package is imported."""
+    if "fairseq_local" in sys.modules:
+        return importlib.import_module("fairseq_local.data.lattice")
+    name = "_fairseq_local_lattice"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, _LATTICE)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+lattice = _lattice_module()
+LatticeError, SEGMENTERS = lattice.LatticeError, lattice.SEGMENTERS
+
+def _progress(items, total, desc):
+    """A tqdm bar on a terminal (or for a long input in a log); the items themselves otherwise."""
+    from tqdm import tqdm
+
+    return tqdm(items, total=total, desc=desc, unit="sent", file=sys.stderr, mininterval=1.0,
+                disable=not (sys.stderr.isatty() or total >= 1000))
+
+
+def segment_all(names, sentences, workers=1):
+    """Every sentence tokenized by each segmenter in turn: ``[[tokens per sentence] per segmenter]``.
+    One segmenter is in memory at a time (in ``workers`` processes)."""
+    import functools
+    import multiprocessing as mp
+
+    out = []
+    for name in names:
+        factory = functools.partial(lattice.load_segmenter, name)
+        if workers <= 1:
+            segment_pool.load(factory)
+            out.append(list(_progress(map(segment_pool.segment, sentences), len(sentences), name)))
+            segment_pool.unload()
+        else:
+            with mp.get_context("fork").Pool(workers, initializer=segment_pool.load, initargs=(factory,)) as pool:
+                out.append(list(_progress(pool.imap(segment_pool.segment, sentences, chunksize=32), len(sentences),
+                                          name)))
+        gc.collect()  # the model's memory is reused by the next segmenter
+    return out
+
+
+def build_lines(names, raw, path, workers=1):
+    """The lattice lines of the sentences ``raw`` (read from ``path``), first segmenter = primary path."""
+    sentences = [line.rstrip("\r\n") for line in raw]
+    tokenizations = segment_all(names, sentences, workers)
+    return [lattice.merge_tokenizations(s, [t[n] for t in tokenizations], f"{path}:{n + 1}").to_line()
+            for n, s in enumerate(sentences)]
 
 
 def _read_lines(path):
@@ -76,7 +136,7 @@ def main(argv=None):
                 if not os.path.exists(path):
                     raise LatticeError(f"{path}: no such file")
             items = list(_merge_items(args.merge, args.raw))
-            lines = list(parallel_map(merge_item, items, args.workers))
+            lines = list(lattice.parallel_map(lattice.merge_item, items, args.workers))
         else:
             if not args.input:
                 raise LatticeError("--input (raw text) or --merge (tokenized files) is required")
@@ -86,13 +146,14 @@ def main(argv=None):
             for name in names:
                 if name not in SEGMENTERS:
                     raise LatticeError(f"unknown segmenter '{name}' (choose from {', '.join(sorted(SEGMENTERS))})")
+            if not names:
+                raise LatticeError("no segmenter given (--segmenters)")
             raw = _read_lines(args.input)
-            items = [(f"{args.input}:{n}", line) for n, line in enumerate(raw, 1)]
-            for where, line in items:  # fail fast, before loading any segmenter
+            for n, line in enumerate(raw, 1):  # fail fast, before loading any segmenter
                 if not line.strip():
-                    raise LatticeError(f"{where}: empty line")
-            lines = list(parallel_map(build_item, items, args.workers, init_builder_worker, (names,)))
-        atomic_write_lines(args.output, lines)
+                    raise LatticeError(f"{args.input}:{n}: empty line")
+            lines = build_lines(names, raw, args.input, args.workers)
+        lattice.atomic_write_lines(args.output, lines)
     except LatticeError as e:
         print(f"build_lattices.py: error: {e}", file=sys.stderr)
         return 1

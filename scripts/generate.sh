@@ -4,15 +4,21 @@
 # usage: scripts/generate.sh --data BIN_DIR --path CHECKPOINT[:CHECKPOINT2...] --out DIR
 #                            [--subset test] [--beam 5] [--lenpen 1.0] [--task translation]
 #                            [--bpe sentencepiece|subword-nmt|none] [--detok moses|none] [--lang L]
-#                            [--batch-size 64] [-- EXTRA fairseq-generate ARGS]
-# Writes DIR/generate-SUBSET.txt (fairseq's log), DIR/hyp.txt and DIR/ref.txt (one line per
-# sentence, in the original order, BPE removed, optionally Moses-detokenized for language L).
+#                            [--ref RAW_REFERENCE] [--batch-size 64] [-- EXTRA fairseq-generate ARGS]
+# Writes, one line per sentence in the original order:
+#   DIR/hyp.txt      the best hypotheses, BPE removed (Moses-detokenized for language L with --detok moses)
+#   DIR/ref.tok.txt  the binarized targets as fairseq read them (tokenized and lowercased as preprocessed,
+#                    <<unk>> for words outside the dictionary): for tokenized BLEU only (score.sh --tokenize none)
+#   DIR/ref.txt      with --ref: a copy of RAW_REFERENCE, the split's raw target text (e.g. raw/test.en),
+#                    the reference of detokenized BLEU: score.sh --hyp DIR/hyp.txt --ref DIR/ref.txt
+#   DIR/generate-SUBSET.txt  fairseq-generate's log
 # Every sentence of the split must get a hypothesis: when fairseq-generate returns fewer (e.g.
-# --skip-invalid-size-inputs-valid-test skipped some) it fails and DIR is left as it was.
+# --skip-invalid-size-inputs-valid-test skipped some) it fails and DIR is left as it was; so does a
+# --ref whose line count is not the split's.
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-data="" path="" out="" subset=test beam=5 lenpen=1.0 task=translation bpe=auto detok=none lang=en bs=64 extra=()
+data="" path="" out="" subset=test beam=5 lenpen=1.0 task=translation bpe=auto detok=none lang=en bs=64 ref="" extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage_from_header; exit 0 ;;
@@ -27,6 +33,7 @@ while [ $# -gt 0 ]; do
     --detok) need_val "$@"; detok=$2; shift 2 ;;
     --lang) need_val "$@"; lang=$2; shift 2 ;;
     --batch-size) need_val "$@"; bs=$2; shift 2 ;;
+    --ref) need_val "$@"; ref=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) die "unknown option '$1' (see -h; fairseq options go after --)" ;;
   esac
@@ -36,6 +43,7 @@ done
 IFS=: read -r -a ckpts <<<"$path"; for c in "${ckpts[@]}"; do need_file "$c" "checkpoint"; done
 [ -n "$out" ] || die "--out is required"
 [[ "$beam" =~ ^[1-9][0-9]*$ ]] || die "--beam must be a positive integer, not '$beam'"
+[ -z "$ref" ] || need_file "$ref" "--ref"
 if [ "$bpe" = auto ]; then
   if ls "$data"/bpe/spm.*.model >/dev/null 2>&1; then bpe=sentencepiece
   elif ls "$data"/bpe/codes.* >/dev/null 2>&1; then bpe=subword-nmt; else bpe=none; fi
@@ -44,6 +52,7 @@ case "$bpe" in sentencepiece) rm_bpe=(--remove-bpe sentencepiece) ;; subword-nmt
   none) rm_bpe=() ;; *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
 case "$detok" in moses|none) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
+if [ -n "$ref" ]; then python "$REPO_ROOT/scripts/lib/text_input.py" generate.sh "$ref" || exit 2; fi
 cpu=(); python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" || cpu=(--cpu)
 # the split's size, from the binarized source side fairseq-generate reads (first data path)
 n_split=$(python - "${data%%:*}" "$subset" "${extra[@]}" <<'PY'
@@ -72,6 +81,10 @@ for prefix in prefixes:
 sys.exit(f"generate.sh: error: subset '{subset}' not found in --data {data}: no {prefixes[0]}.idx")
 PY
 ) || exit 2
+if [ -n "$ref" ]; then
+  n_ref=$(count_lines "$ref")
+  [ "$n_ref" -eq "$n_split" ] || die "--ref $ref has $n_ref lines but subset '$subset' of $data has $n_split sentences"
+fi
 tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 say "generating $subset ($n_split sentences) with beam $beam into $out"
@@ -82,7 +95,15 @@ fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --
 gen_text "$tmp/generate-$subset.txt" H "$tmp/hyp.tok" --expect "$n_split"
 gen_text "$tmp/generate-$subset.txt" T "$tmp/ref.tok" --expect "$n_split"
 post() { if [ "$detok" = moses ]; then sacremoses -l "$lang" detokenize; else cat; fi; }
-post <"$tmp/hyp.tok" >"$tmp/hyp.txt"; post <"$tmp/ref.tok" >"$tmp/ref.txt"
+post <"$tmp/hyp.tok" >"$tmp/hyp.txt"; mv "$tmp/ref.tok" "$tmp/ref.tok.txt"
+files=("generate-$subset.txt" hyp.txt ref.tok.txt)
+if [ -n "$ref" ]; then cp "$ref" "$tmp/ref.txt"; files+=(ref.txt); fi
 mkdir -p "$out"
-for f in "generate-$subset.txt" hyp.txt ref.txt; do mv "$tmp/$f" "$out/$f"; done
-say "wrote $out/hyp.txt ($(wc -l <"$out/hyp.txt") lines) and $out/ref.txt"
+rm -f "$out/ref.txt"  # a reference of an earlier run never stands next to these hypotheses
+for f in "${files[@]}"; do mv "$tmp/$f" "$out/$f"; done
+say "wrote $out/hyp.txt ($(wc -l <"$out/hyp.txt") lines) and $out/ref.tok.txt (the binarized targets: tokenized BLEU only)"
+if [ -n "$ref" ]; then
+  say "raw references: $out/ref.txt (a copy of $ref); detokenized BLEU: scripts/score.sh --hyp $out/hyp.txt --ref $out/ref.txt"
+else
+  say "no raw references (--ref): detokenized BLEU needs the split's raw target text: scripts/score.sh --hyp $out/hyp.txt --ref RAW_TARGET_FILE"
+fi

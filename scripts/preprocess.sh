@@ -8,7 +8,8 @@
 #   last line may lack its newline); the training files must not be empty.
 # options:
 #   --bpe subword-nmt|sentencepiece|none   sub-word model (default: sentencepiece)
-#   --bpe-size N          merges / vocabulary size (default 8000)
+#   --bpe-size N          merges / vocabulary size (default 8000; sentencepiece: where the training
+#                         text allows fewer pieces than the default, as many as it allows)
 #   --separate-bpe        one BPE model per language (default: joint)
 #   --tokenize moses      Moses-tokenize with sacremoses before BPE (default: none)
 #   --lowercase           lowercase before everything
@@ -16,11 +17,15 @@
 #   --workers N           fairseq-preprocess workers (default 2)
 #   --force               replace an existing --destdir
 # Output: DIR/ holds the binarized data, dictionaries and DIR/bpe/ (the BPE model and the
-# BPE-applied text). Everything is built in DIR.tmp.PID and moved into place only when complete.
+# BPE-applied text), and fairseq's DIR/preprocess.log. With sentencepiece the dictionary is the
+# sentencepiece vocabulary (every piece a valid or test sentence can be cut into is in it);
+# otherwise fairseq builds it from the training split. A warning names each split with more
+# than 1% of its tokens replaced by <unk>. Everything is built in DIR.tmp.PID and moved into
+# place only when complete.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 src="" tgt="" train="" valid="" test="" dest="" bpe=sentencepiece size=8000 joint=1 tok=none lower=0
-nwords=-1 workers=2 force=0 lm=0
+nwords=-1 workers=2 force=0 lm=0 size_given=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage_from_header; exit 0 ;;
@@ -31,7 +36,7 @@ while [ $# -gt 0 ]; do
     --test) need_val "$@"; test=$2; shift 2 ;;
     --destdir) need_val "$@"; dest=$2; shift 2 ;;
     --bpe) need_val "$@"; bpe=$2; shift 2 ;;
-    --bpe-size) need_val "$@"; size=$2; shift 2 ;;
+    --bpe-size) need_val "$@"; size=$2; size_given=1; shift 2 ;;
     --separate-bpe) joint=0; shift ;;
     --tokenize) need_val "$@"; tok=$2; shift 2 ;;
     --lowercase) lower=1; shift ;;
@@ -48,6 +53,7 @@ done
 case "$bpe" in subword-nmt|sentencepiece|none) ;; *) die "--bpe must be subword-nmt, sentencepiece or none, not '$bpe'" ;; esac
 case "$tok" in moses|none) ;; *) die "--tokenize must be moses or none, not '$tok'" ;; esac
 [[ "$size" =~ ^[0-9]+$ ]] && [ "$size" -gt 0 ] || die "--bpe-size must be a positive integer, not '$size'"
+[[ "$nwords" =~ ^[0-9]+$ ]] && [ "$nwords" -gt 0 ] || [ "$nwords" = -1 ] || die "--nwords must be a positive integer (or -1: no cap), not '$nwords'"
 if [ "$lm" = 1 ]; then langs=(txt); else
   [ -n "$src" ] && [ -n "$tgt" ] || die "--src and --tgt are required (or --lm for a language-model corpus)"
   langs=("$src" "$tgt")
@@ -93,15 +99,27 @@ for m in "${models[@]}"; do
   mapfile -t ins < <(model_input "$m")
   case "$bpe" in
     subword-nmt) cat "${ins[@]}" | subword-nmt learn-bpe -s "$size" -o "$work/bpe/codes.$m" ;;
-    sentencepiece) python - "$work/bpe/spm.$m" "$size" "${ins[@]}" <<'PY'
-import sys, sentencepiece as spm
-prefix, size, inputs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-try:
+    sentencepiece) python - "$work/bpe/spm.$m" "$size" "$size_given" "$(model_input "$m" | sed "s|^$work/bpe/train.raw.||" \
+        | while read -r l; do infile "$train" "$l"; done | paste -sd,)" "${ins[@]}" <<'PY'
+import re, sys, sentencepiece as spm
+prefix, size, given, named, inputs = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5:]
+def train(**kw):
     spm.SentencePieceTrainer.train(input=",".join(inputs), model_prefix=prefix, vocab_size=size,
         character_coverage=1.0, model_type="bpe", input_sentence_size=2000000, shuffle_input_sentence=True,
-        minloglevel=2)
-except RuntimeError as e:  # e.g. vocab_size larger than the corpus allows
-    sys.exit(f"preprocess.sh: error: sentencepiece training on {','.join(inputs)} failed: {str(e).splitlines()[-1]}")
+        minloglevel=2, **kw)
+try:
+    train()
+except RuntimeError as e:
+    msg = str(e).splitlines()[-1]
+    most = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", msg)
+    if most is None:
+        sys.exit(f"preprocess.sh: error: sentencepiece training on {named} failed: {msg}")
+    if given:
+        sys.exit(f"preprocess.sh: error: --bpe-size {size} is more than sentencepiece can build from the training "
+                 f"text ({named}: at most {most.group(2)} pieces): pass --bpe-size {most.group(2)} or less")
+    train(hard_vocab_limit=False)
+    print(f"preprocess.sh: note: the training text allows at most {most.group(2)} sentencepiece pieces, fewer than "
+          f"the default --bpe-size {size}: using {most.group(2)} (--bpe-size chooses)", file=sys.stderr)
 PY
     ;;
     none) ;;
@@ -119,6 +137,34 @@ for line in sys.stdin: print(' '.join(sp.encode(line.rstrip('\n'), out_type=str)
   esac
 done; done
 
+# sentencepiece: fairseq's dictionary is the sentencepiece vocabulary (counted on the training text,
+# most frequent first), so every piece of every split is in it; --nwords keeps the N most frequent
+dicts=()
+if [ "$bpe" = sentencepiece ]; then
+  for m in "${models[@]}"; do
+    mapfile -t ins < <(model_input "$m" | sed 's/\.raw\././')
+    python - "$work/bpe/spm.$m.model" "$work/bpe/dict.$m.txt" "$nwords" "${ins[@]}" <<'PY'
+import collections, sys, sentencepiece as spm
+model, out, nwords, texts = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+sp = spm.SentencePieceProcessor(model_file=model)
+pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+counts = collections.Counter()
+for path in texts:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            counts.update(line.split())
+fairseq_specials = {"<s>", "<pad>", "</s>", "<unk>"}
+order = sorted((p for p in pieces if p not in fairseq_specials), key=lambda p: -counts[p])  # stable: spm order
+if nwords > 0:
+    order = order[:nwords]
+with open(out, "w", encoding="utf-8") as f:
+    f.writelines(f"{p} {counts[p]}\n" for p in order)
+PY
+  done
+  if [ "$joint" = 1 ] || [ "$lm" = 1 ]; then dicts=(--srcdict "$work/bpe/dict.joint.txt")
+  else dicts=(--srcdict "$work/bpe/dict.$src.txt" --tgtdict "$work/bpe/dict.$tgt.txt"); fi
+fi
+
 say "3/3 fairseq-preprocess"
 args=(--destdir "$work" --workers "$workers" --trainpref "$work/bpe/train" --validpref "$work/bpe/valid")
 [ ${#tests[@]} -gt 0 ] && args+=(--testpref "$(for i in "${!tests[@]}"; do printf '%s,' "$work/bpe/test$(nsuffix "$i")"; done | sed 's/,$//')")
@@ -126,12 +172,32 @@ if [ "$lm" = 1 ]; then
   for s in "${splits[@]}"; do mv "$work/bpe/$s.txt" "$work/bpe/$s"; done
   args=(--only-source --destdir "$work" --workers "$workers" --trainpref "$work/bpe/train" --validpref "$work/bpe/valid")
   [ ${#tests[@]} -gt 0 ] && args+=(--testpref "$work/bpe/test")
-  fairseq-preprocess "${args[@]}" --nwordssrc "$nwords"
+  fairseq-preprocess "${args[@]}" "${dicts[@]}" --nwordssrc "$nwords"
 else
   [ "$joint" = 1 ] && args+=(--joined-dictionary)
-  fairseq-preprocess --source-lang "$src" --target-lang "$tgt" "${args[@]}" --nwordssrc "$nwords" --nwordstgt "$nwords"
+  fairseq-preprocess --source-lang "$src" --target-lang "$tgt" "${args[@]}" "${dicts[@]}" --nwordssrc "$nwords" --nwordstgt "$nwords"
 fi
 rm -f "$work"/bpe/*.raw.*
+# fairseq's log names the folder it wrote, DIR.tmp.PID: name DIR, where everything will be; and a
+# warning for each split with more than 1% <unk>
+python - "$work" "$dest" <<'PY'
+import os, re, sys
+work, dest = sys.argv[1], sys.argv[2]
+log = os.path.join(work, "preprocess.log")
+with open(log, encoding="utf-8") as f:
+    text = f.read().replace(os.path.abspath(work), os.path.abspath(dest)).replace(work, dest)
+with open(log + ".tmp", "w", encoding="utf-8") as f:
+    f.write(text)
+os.replace(log + ".tmp", log)
+for lang, path, sents, toks, pct, unk in re.findall(
+        r"\[(\S+)\] (\S+): (\d+) sents, (\d+) tokens, (\S+)% replaced \(by (\S+)\)", text):
+    if float(pct) > 1.0:
+        split = os.path.basename(path).split(".")[0]
+        side = "" if lang == "None" else f" ({lang})"
+        print(f"preprocess.sh: warning: {split}{side}: {float(pct):.1f}% of its {toks} tokens are {unk}, words or BPE "
+              "pieces not in the dictionary (more than 1%: check --nwords, --bpe-size, or the split's language "
+              "and script)", file=sys.stderr)
+PY
 if [ -e "$dest" ]; then rm -rf "$dest.old.$$"; mv "$dest" "$dest.old.$$"; fi
 mv "$work" "$dest"; rm -rf "$dest.old.$$"; trap - EXIT
 say "done: $dest"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Binarize lattice-to-text data for ``--task lattice_translation`` (fairseq-preprocess's options).
+r"""Binarize lattice-to-text data for ``--task lattice_translation`` (fairseq-preprocess's option names).
 
     python scripts/preprocess_lattices.py --source-lang zh --target-lang en \
         --trainpref data/train --validpref data/valid --testpref data/test \
@@ -13,6 +13,7 @@ directory and moved into ``--destdir`` only when complete.  Malformed lattices, 
 UTF-8, an empty training file and different line counts between source and target are one-line
 errors naming file and line.
 """
+import argparse
 import os
 import shutil
 import sys
@@ -21,20 +22,44 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from fairseq_local.data.lattice import LatticeError, read_lattices  # noqa: E402
-from text_input import TextInputError, has_text, scan  # noqa: E402
+# torch, numpy and fairseq are imported where they are used, so -h answers at once
 
 
 def _count_lines(path):
     """Lines of a UTF-8 file (a last line without newline counts); LatticeError naming the first
     non-UTF-8 line."""
+    from fairseq_local.data.lattice import LatticeError
+    from text_input import TextInputError, scan
+
     try:
         return scan(path)
     except TextInputError as e:
         raise LatticeError(str(e)) from None
+
+
+def parse_args(argv=None):
+    """The options this script supports (fairseq-preprocess's names and defaults, 50k-word
+    dictionaries as in the paper); fairseq's own parser then reads the same command line."""
+    doc = __doc__.split("\n\n")
+    p = argparse.ArgumentParser(prog="preprocess_lattices.py", description=doc[0], allow_abbrev=False,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n\n".join(doc[1:]))
+    p.add_argument("-s", "--source-lang", metavar="SRC", help="source language: {pref}.{SRC} are lattice files")
+    p.add_argument("-t", "--target-lang", metavar="TGT", help="target language: {pref}.{TGT} are plain text")
+    p.add_argument("--trainpref", metavar="FP", help="training files prefix")
+    p.add_argument("--validpref", metavar="FP", help="comma-separated valid files prefixes")
+    p.add_argument("--testpref", metavar="FP", help="comma-separated test files prefixes")
+    p.add_argument("--destdir", metavar="DIR", default="data-bin", help="destination dir (default data-bin)")
+    p.add_argument("--srcdict", metavar="FP", help="reuse this source dictionary (e.g. a trained system's)")
+    p.add_argument("--tgtdict", metavar="FP", help="reuse this target dictionary")
+    p.add_argument("--thresholdsrc", metavar="N", type=int, default=0,
+                   help="map source words seen at most N times to <unk> (default 0)")
+    p.add_argument("--thresholdtgt", metavar="N", type=int, default=0, help="the same for the target side")
+    p.add_argument("--nwordssrc", metavar="N", type=int, default=50000, help="source dictionary size (default 50000)")
+    p.add_argument("--nwordstgt", metavar="N", type=int, default=50000, help="target dictionary size (default 50000)")
+    p.add_argument("--padding-factor", metavar="N", type=int, default=8,
+                   help="pad the dictionaries to a multiple of N (default 8)")
+    p.add_argument("--workers", metavar="N", type=int, default=1, help="processes binarizing the target side")
+    return p.parse_args(argv)
 
 
 def _splits(args):
@@ -59,6 +84,8 @@ def build_source_dictionary(lattices_by_split, args):
 
 
 def write_lattices(lattices, src_dict, prefix, impl):
+    import numpy as np
+    import torch
     from fairseq.data import indexed_dataset
 
     packed = [lat.pack([src_dict.index(w) for w in lat.words()]) for lat in lattices]
@@ -74,8 +101,13 @@ def write_lattices(lattices, src_dict, prefix, impl):
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parse_args(argv)  # -h, unknown options and bad values: argparse's usage and one line, before any import
     from fairseq import options, tasks
     from fairseq_cli import preprocess as fp
+
+    from fairseq_local.data.lattice import LatticeError, read_lattices
+    from text_input import has_text
 
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
@@ -83,10 +115,6 @@ def main(argv=None):
     try:
         if not args.source_lang or not args.target_lang:
             raise LatticeError("--source-lang and --target-lang are required")
-        if args.only_source or args.joined_dictionary or args.align_suffix:
-            raise LatticeError("--only-source, --joined-dictionary and --align-suffix are not supported for lattices")
-        if args.dataset_impl != "mmap":
-            raise LatticeError(f"--dataset-impl must be mmap for lattices (got {args.dataset_impl})")
         if not args.trainpref and not args.srcdict:
             raise LatticeError("--trainpref is required unless --srcdict and --tgtdict are given")
         src, tgt = args.source_lang, args.target_lang

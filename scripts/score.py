@@ -11,10 +11,18 @@ scored with sacrebleu's own tokenizer (default 13a; zh for Chinese targets), pri
 on tokenized text) and is printed as "BLEU (tokenized, ...)": never compare the two.
 ROUGE is rouge-score's F1 (stemmed) in [0, 1]; with several references each sentence takes its
 best reference (``RougeScorer.score_multi``), averaged over sentences.
+
+Detokenized BLEU is only ever computed against raw references: a reference that carries what
+only binarized or BPE-applied text holds (fairseq's ``<<unk>>``/``<unk>``, subword-nmt's ``@@``,
+sentencepiece's ``\u2581``), or that the pipeline itself names as tokenized (``*.tok``,
+``*.tok.txt``: scripts/generate.sh's ``ref.tok.txt``), is refused with one line; score such a file
+with ``--tokenize none`` (labelled tokenized) or pass the raw reference.  A hypothesis with BPE
+marks left in is refused too (BPE was not removed).
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -35,6 +43,47 @@ def read_lines(path, what):
         return text_input.read_lines(path, what)
     except text_input.TextInputError as e:
         fail(str(e))
+
+
+# what a raw reference never holds: (pattern, what it is)
+NOT_RAW = [
+    (re.compile(r"(?<!\S)<<?unk>>?(?!\S)"), "fairseq's unknown-word mark: a binarized target"),
+    (re.compile(r"(?<=\S)@@(?!\S)"), "a subword-nmt BPE mark"),
+    (re.compile("\u2581"), "a sentencepiece BPE mark"),
+]
+TOKENIZED_NAME = re.compile(r"\.tok(\.txt)?$")
+
+
+def not_raw(lines, bpe_only=False):
+    """(line number, mark, what it is) of the first line holding a mark of non-raw text, or None."""
+    marks = NOT_RAW[1:] if bpe_only else NOT_RAW
+    for n, line in enumerate(lines, 1):
+        for pattern, what in marks:
+            m = pattern.search(line)
+            if m:
+                return n, m.group(0).strip(), what
+    return None
+
+
+def check_raw(hyp_path, hyps, ref_paths, refs, tokenize):
+    """One-line errors for BLEU that would be mislabelled: detokenized BLEU against a reference
+    that is not raw text, or a hypothesis whose BPE was never removed."""
+    found = not_raw(hyps, bpe_only=True)
+    if found:
+        n, mark, what = found
+        fail(f"{hyp_path}:{n}: '{mark}' is {what}: remove the BPE first (fairseq-generate --remove-bpe, "
+             "scripts/generate.sh does)")
+    if tokenize == "none":
+        return
+    for path, lines in zip(ref_paths, refs):
+        how = ("score the raw reference text of the split (scripts/generate.sh --ref RAW writes it to ref.txt), "
+               "or give --tokenize none for tokenized BLEU of the tokens as they are")
+        if TOKENIZED_NAME.search(path):
+            fail(f"--ref {path} is tokenized text (its name says so) and detokenized BLEU needs a raw reference: {how}")
+        found = not_raw(lines)
+        if found:
+            n, mark, what = found
+            fail(f"{path}:{n}: '{mark}' is {what}, not raw text; detokenized BLEU needs a raw reference: {how}")
 
 
 def parse_args(argv=None):
@@ -97,6 +146,7 @@ def main(argv=None):
             fail(f"{path} has {len(r)} lines but {a.hyp} has {len(hyps)}")
     if not hyps:
         fail(f"{a.hyp} is empty")
+    check_raw(a.hyp, hyps, a.ref, refs, a.tokenize)
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
     s["nrefs"] = len(refs)
     if a.json:

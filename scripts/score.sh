@@ -7,7 +7,10 @@
 # and raw references, the recipes' convention) or, with --tokenize none, "tokenized" (whitespace
 # tokens as given, as multi-bleu.perl), with sacrebleu's signature; --ref repeated = multi-reference
 # (NIST: 4 refs, with --lowercase); --rouge adds ROUGE-1/2/L F1 in [0, 1] (rouge-score, stemmed,
-# best reference per sentence).  Recipes score through score_translation / score_summaries in
+# best reference per sentence).  Detokenized BLEU is only computed against raw references: a
+# reference holding <<unk>>/<unk> or BPE marks, or named *.tok / *.tok.txt (generate.sh's
+# ref.tok.txt), is refused in one line (score it with --tokenize none); so are hypotheses with BPE
+# marks left in.  Recipes score through score_translation / score_summaries in
 # scripts/lib/common.sh, which call this script.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"

@@ -7,7 +7,8 @@
 #   --config FILE   a Hydra YAML from configs/, trained with fairseq-hydra-train; EXTRA args are
 #                   then Hydra overrides (key=value)
 #   --task T        fairseq task for --arch (default: translation)
-#   --fp16/--bf16   mixed precision (GPU only)
+#   --fp16/--bf16   mixed precision: --fp16 on a GPU only; --bf16 on a GPU or the CPU (where the CPU
+#                   lacks a bf16 kernel, e.g. the LSTM on AVX2-only CPUs, that layer computes in fp32)
 #   --gpus N        number of GPUs (default: all visible); N > 1 uses fairseq's distributed training
 #   --cpu           force CPU even when a GPU is present
 # The GPU is used when torch sees one, --cpu otherwise. Everything after `--` goes to fairseq
@@ -41,7 +42,7 @@ need_dir "$data" "--data"
 activate_env
 ngpu=$(python -c "import torch; print(torch.cuda.device_count())")
 if [ "$cpu" = 1 ] || [ "$ngpu" = 0 ]; then
-  [ -z "$prec" ] || die "--$prec needs a GPU (none visible, or --cpu given)"
+  [ "$prec" != fp16 ] || die "--fp16 needs a GPU (none visible, or --cpu given): use --bf16 on CPU"
   [ -z "$gpus" ] || [ "$gpus" = 1 ] || die "--gpus $gpus: no GPU is visible"
   device=cpu; world=1
 else
@@ -55,8 +56,8 @@ if [ -n "$arch" ]; then
   if [ "$device" = cpu ]; then args+=(--cpu); else
     args+=(--distributed-world-size "$world")
     [ "$prec" = fp16 ] && args+=(--fp16)
-    [ "$prec" = bf16 ] && args+=(--bf16)
   fi
+  [ "$prec" = bf16 ] && args+=(--bf16)
   exec fairseq-train "${args[@]}" "${extra[@]}"
 else
   cdir=$(cd "$(dirname "$config")" && pwd); cname=$(basename "$config" .yaml)
@@ -66,7 +67,7 @@ else
   if [ "$device" = cpu ]; then args+=("++common.cpu=true" "++distributed_training.distributed_world_size=1"); else
     args+=("++distributed_training.distributed_world_size=$world")
     [ "$prec" = fp16 ] && args+=("++common.fp16=true")
-    [ "$prec" = bf16 ] && args+=("++common.bf16=true")
   fi
+  [ "$prec" = bf16 ] && args+=("++common.bf16=true")
   exec fairseq-hydra-train "${args[@]}" "${extra[@]}"
 fi

@@ -31,3 +31,44 @@ def shared_data():
     if path is None:
         pytest.skip("real corpora not found: set FAIRSEQ_LOCAL_SHARED_DATA to the shared/data folder")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """Tiny trained checkpoints shared by the tests of one session (a few seconds each):
+    ``{"mt": (ckpt, data, task args), "lm": ..., "lattice": ...}``: an MC-RNN translation model, an
+    MC-RNN language model trained with ``--task stateful_language_modeling`` and a DWL-GRU lattice
+    model, each on the tiny synthetic corpus its family's contract spec uses."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    from contract_lib import console_script, make_lm_data, make_translation_data
+    from contract_specs.lattice import make_lattice_data
+
+    s2s = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+           "--decoder-hidden-size", "8", "--attention-dim", "8"]
+    common = ["--optimizer", "adam", "--lr", "0.01", "--max-update", "2", "--cpu", "--no-epoch-checkpoints",
+              "--num-workers", "0", "--seed", "1", "--no-progress-bar", "--required-batch-size-multiple", "1"]
+    recipes = {
+        "mt": (make_translation_data, ["--arch", "mc_rnn_iwslt_de_en_2", *s2s, "--max-tokens", "500"]),
+        "lm": (make_lm_data, ["--task", "stateful_language_modeling", "--arch", "mc_rnn_lm_ptb",
+                              "--decoder-embed-dim", "8", "--decoder-hidden-size", "8", "--batch-size", "4"]),
+        "lattice": (make_lattice_data, ["--task", "lattice_translation", "--arch", "lattice_dwl_gating", *s2s,
+                                        "--decoder-out-embed-dim", "8", "--batch-size", "8"]),
+    }
+    out = {}
+    for name, (make_data, args) in recipes.items():
+        tmp = tmp_path_factory.mktemp(f"tiny_{name}")
+        data, task_args = make_data(tmp, n_train=24, n_valid=8)
+        save = tmp / "ckpt"
+        proc = subprocess.run([console_script("fairseq-train"), str(data), "--user-dir",
+                               str(here.parent / "fairseq_local"), *args, *task_args, *common, "--save-dir", str(save)],
+                              capture_output=True, text=True, timeout=1200,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[name] = (save / "checkpoint_best.pt", data, task_args)
+    return out

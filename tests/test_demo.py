@@ -69,3 +69,36 @@ def test_score_into_a_closed_pipe_is_no_traceback(tmp_path):
         os.close(write_end)
     assert proc.returncode == 1 and proc.stderr == ""
     assert json.loads((tmp_path / "s.json").read_text())["bleu"] == pytest.approx(100.0)
+
+
+# the claim of demo.sh's header about its defaults, e.g. "test BLEU after 500 updates is 80 to 100"
+CLAIM = re.compile(r"With all the defaults, test BLEU after (\d+) updates is (\d+) to (\d+)")
+
+
+def _claim():
+    header = (REPO / "scripts" / "demo.sh").read_text(encoding="utf-8")
+    m = CLAIM.search(header)
+    assert m, "demo.sh's header states no BLEU range for its defaults"
+    return header, int(m.group(1)), float(m.group(2)), float(m.group(3))
+
+
+def test_demo_claim_is_about_its_defaults():
+    """The stated range is for the update count the demo really defaults to, and README says the same count."""
+    header, updates, low, high = _claim()
+    assert re.search(rf"^out=.* max_update={updates} ", header, re.M), "the claim's update count is not the default"
+    assert 0 <= low < high <= 100
+    assert f"trains {updates} updates (`--max-update`)" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(os.environ.get("FAIRSEQ_LOCAL_TEST_DEMO_BLEU") != "1",
+                    reason="the full default demo (500 updates: 15 to 60 minutes on one thread); "
+                           "FAIRSEQ_LOCAL_TEST_DEMO_BLEU=1 runs it")
+def test_demo_defaults_reach_the_stated_bleu(tmp_path):
+    _, updates, low, high = _claim()
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), "--out", str(tmp_path / "demo")],
+                          capture_output=True, text=True, env=ENV, timeout=4 * 3600)
+    assert proc.returncode == 0 and "time cap" not in proc.stderr, proc.stderr[-3000:]
+    assert f"after {updates} updates" in proc.stderr
+    bleu = json.loads((tmp_path / "demo" / "bleu.json").read_text())
+    assert bleu["bleu_kind"] == "detokenized"
+    assert low <= bleu["bleu"] <= high, f"demo BLEU {bleu['bleu']:.2f} outside the stated {low:g}-{high:g}"

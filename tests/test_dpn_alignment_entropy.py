@@ -29,6 +29,10 @@ def test_hand_made_attention_matrix():
     assert table.means() == pytest.approx({"cc": (math.log(2) / 2 + math.log(4)) / 3})
     text = table.format()
     assert "over 3 sentences" in text and f"{(math.log(2) / 2 + math.log(4)) / 3:.3f}" in text
+    assert text.splitlines()[-1].startswith("- : a flow this model does not have")  # only cc was added
+    for flow in ent.FLOWS:
+        table.add(flow, torch.tensor([1.0], dtype=torch.double))
+    assert "- :" not in table.format()
 
 
 def test_layer_selection():

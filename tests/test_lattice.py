@@ -1,5 +1,6 @@
 """Lattice data path: format, validation errors, merging, builder/preprocess scripts, dataset, task."""
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -278,3 +279,26 @@ def test_interactive_gives_each_line_its_own_lattice(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_read_input_formats():
+    """fairseq-interactive and the hub share one reader: a lattice line is parsed (no segmenter
+    loaded), a raw sentence is segmented, a blank line is None, the rest is one LatticeError."""
+    from fairseq_local.data.lattice import read_input
+
+    calls = []
+
+    def builder():
+        calls.append(1)
+        return lambda s, where: Lattice.chain(list(s.strip()), where)
+
+    line = "下 雨 天\t0:1 0:2 1:2 2:3\t0 2 3"
+    assert read_input(line + "\r\n", builder, "x") == Lattice.from_line(line) and not calls
+    assert read_input("下雨天", builder, "x") == Lattice.chain(["下", "雨", "天"]) and calls == [1]
+    assert read_input("  \n", builder, "x") is None
+    for bad, message in (("下 雨\t0:1", "x: node 2 is unreachable from node 0"),
+                         ("下 雨 0:1 1:2", "x: looks like a lattice line without its tabs"),
+                         ("下\udce9", "x: not UTF-8 text (undecodable byte at character 2)")):
+        with pytest.raises(LatticeError, match="^" + re.escape(message)):
+            read_input(bad, builder, "x")
+    assert read_input("比分 3:2", builder, "x").n_chars == 5  # a raw sentence with a colon stays raw text

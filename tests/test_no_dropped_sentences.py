@@ -148,7 +148,7 @@ def test_generate_sh_writes_every_sentence(translation, tmp_path):
     tgt_dict = Dictionary.load(str(data / "dict.tgt.txt"))
     refs = [" ".join(w if tgt_dict.index(w) != tgt_dict.unk() else "<<unk>>" for w in line.split())
             for line in (data.parent / "raw" / "test.tgt").read_text(encoding="utf-8").splitlines()]
-    assert (out / "ref.txt").read_text(encoding="utf-8").splitlines() == refs  # corpus order
+    assert (out / "ref.tok.txt").read_text(encoding="utf-8").splitlines() == refs  # corpus order
 
 
 def test_generate_sh_fails_when_sentences_are_missing(translation, tmp_path):

@@ -219,3 +219,199 @@ def test_bench_last_line_and_json(tmp_path):
     assert res["train_ratio_min"] <= res["train_ratio"] <= res["train_ratio_max"]
     proc = run(sys.executable, SCRIPTS / "bench.py", "--arch", "lstm", "--baseline", "lstm", "--steps", "0", ok=False)
     assert "--steps must be >= 1" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# scoring cannot be mislabelled: detokenized BLEU only against raw references
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ref_lines,name,needle", [
+    (["a man rides a bike .", "the <<unk>> sleeps ."], "ref", "ref:2: '<<unk>>' is fairseq's unknown-word mark"),
+    (["a man <unk> a bike .", "the dog sleeps ."], "ref", "ref:1: '<unk>' is fairseq's unknown-word mark"),
+    (["a man ri@@ des a bike .", "the dog sleeps ."], "ref", "ref:1: '@@' is a subword-nmt BPE mark"),
+    (["\u2581a \u2581man", "the dog sleeps ."], "ref", "ref:1: '\u2581' is a sentencepiece BPE mark"),
+    (["a man rides a bike .", "the dog sleeps ."], "ref.tok.txt", "is tokenized text (its name says so)"),
+])
+def test_score_refuses_detokenized_bleu_against_a_non_raw_reference(tmp_path, ref_lines, name, needle):
+    (tmp_path / "hyp").write_text("a man rides a bike .\nthe dog sleeps .\n")
+    (tmp_path / name).write_text("\n".join(ref_lines) + "\n")
+    proc = run("bash", SCRIPTS / "score.sh", "--hyp", tmp_path / "hyp", "--ref", tmp_path / name, "--json",
+               tmp_path / "s.json", ok=False)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(err) == 1 and needle in err[0] and "--tokenize none" in err[0], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == "" and not (tmp_path / "s.json").exists()
+    # the same files as tokens: tokenized BLEU, labelled so
+    proc = run("bash", SCRIPTS / "score.sh", "--hyp", tmp_path / "hyp", "--ref", tmp_path / name, "--tokenize", "none")
+    assert proc.stdout.startswith("BLEU (tokenized")
+
+
+def test_score_refuses_hypotheses_with_bpe_left_in(tmp_path):
+    (tmp_path / "hyp").write_text("a man rides a bike .\nthe do@@ g sleeps .\n")
+    (tmp_path / "ref").write_text("a man rides a bike .\nthe dog sleeps .\n")
+    for tokenize in ("13a", "none"):
+        proc = run(sys.executable, SCRIPTS / "score.py", "--hyp", tmp_path / "hyp", "--ref", tmp_path / "ref",
+                   "--tokenize", tokenize, ok=False)
+        assert proc.stderr.strip().splitlines() == [
+            f"score.py: error: {tmp_path / 'hyp'}:2: '@@' is a subword-nmt BPE mark: remove the BPE first "
+            "(fairseq-generate --remove-bpe, scripts/generate.sh does)"]
+
+
+@pytest.fixture(scope="module")
+def spm_bin(corpus, tmp_path_factory):
+    dest = tmp_path_factory.mktemp("spm") / "bin"
+    run("bash", SCRIPTS / "preprocess.sh", "--src", "src", "--tgt", "tgt", "--train", corpus / "train", "--valid",
+        corpus / "valid", "--test", corpus / "test", "--destdir", dest, "--bpe-size", "120", "--workers", "1")
+    return dest
+
+
+def test_train_bf16_cpu_then_generate_and_score_against_raw_references(corpus, spm_bin, tmp_path):
+    """train.sh --bf16 on CPU trains in bf16; generate.sh keeps the binarized targets apart
+    (ref.tok.txt, refused as a detokenized reference) and copies the raw references given with
+    --ref to ref.txt, the one reference of detokenized BLEU; a --ref of the wrong length is one line."""
+    import torch
+
+    save = tmp_path / "ck"
+    proc = run("bash", SCRIPTS / "train.sh", "--data", spm_bin, "--save-dir", save, "--arch", "rnnsearch_iwslt_de_en",
+        "--cpu", "--bf16", "--", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+        "--decoder-hidden-size", "8", "--attention-dim", "8", "--optimizer", "adam", "--lr", "0.001",
+        "--max-update", "2", "--max-tokens", "2000", "--no-epoch-checkpoints", "--num-workers", "0")
+    # quiet: fairseq's Hydra / torch.cuda.amp / pin_memory deprecation notices are filtered
+    assert "Warning" not in proc.stderr and "deprecated" not in proc.stderr, proc.stderr[-3000:]
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    assert state["cfg"]["common"]["bf16"] and state["cfg"]["common"]["cpu"]
+    assert state["optimizer_history"][-1]["num_updates"] == 2
+    ckpt = save / "checkpoint_last.pt"
+    gen = tmp_path / "gen"
+    proc = run("bash", SCRIPTS / "generate.sh", "--data", spm_bin, "--path", ckpt, "--out", gen, "--beam", "2",
+               "--", "--max-len-b", "5")
+    assert sorted(p.name for p in gen.iterdir()) == ["generate-test.txt", "hyp.txt", "ref.tok.txt"]
+    assert "no raw references (--ref)" in proc.stderr
+    raw = (corpus / "test.tgt").read_text().splitlines()
+    assert len((gen / "ref.tok.txt").read_text().splitlines()) == len(raw)
+    proc = run("bash", SCRIPTS / "score.sh", "--hyp", gen / "hyp.txt", "--ref", gen / "ref.tok.txt", ok=False)
+    assert proc.returncode != 0 and "is tokenized text (its name says so)" in proc.stderr
+    proc = run("bash", SCRIPTS / "generate.sh", "--data", spm_bin, "--path", ckpt, "--out", gen, "--beam", "2",
+               "--ref", corpus / "test.tgt", "--", "--max-len-b", "5")
+    assert (gen / "ref.txt").read_text().splitlines() == raw
+    assert f"detokenized BLEU: scripts/score.sh --hyp {gen}/hyp.txt --ref {gen}/ref.txt" in proc.stderr
+    proc = run("bash", SCRIPTS / "score.sh", "--hyp", gen / "hyp.txt", "--ref", gen / "ref.txt")
+    assert proc.stdout.startswith("BLEU (detokenized")
+    short = tmp_path / "short.tgt"
+    short.write_text("\n".join(raw[:-1]) + "\n")
+    before = {p.name: p.read_bytes() for p in gen.iterdir()}
+    proc = run("bash", SCRIPTS / "generate.sh", "--data", spm_bin, "--path", ckpt, "--out", gen, "--ref", short, ok=False)
+    assert proc.stderr.strip().splitlines() == [
+        f"generate.sh: error: --ref {short} has {len(raw) - 1} lines but subset 'test' of {spm_bin} has {len(raw)} sentences"]
+    assert {p.name: p.read_bytes() for p in gen.iterdir()} == before
+
+
+# ------------------------------------------------------------------------------------------------
+# preprocessing small real data with the defaults (sentencepiece 8000)
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def multi30k_small(shared_data, tmp_path_factory):
+    """200 training and 100 validation pairs of Multi30k De-En."""
+    d = tmp_path_factory.mktemp("m30k")
+    for lang in ("de", "en"):
+        for split, n in (("train", 200), ("valid", 100)):
+            with open(shared_data / "multi30k-de-en" / f"{split}.{lang}", encoding="utf-8") as f:
+                (d / f"{split}.{lang}").write_text("".join(next(f) for _ in range(n)), encoding="utf-8")
+    return d
+
+
+def _replaced(log):
+    """{(split, lang): % replaced by <unk>} from fairseq-preprocess's log."""
+    return {(Path(path).name.split(".")[0], lang): float(pct)
+            for lang, path, pct in re.findall(r"\[(\S+)\] (\S+): \d+ sents, \d+ tokens, (\S+)% replaced", log)}
+
+
+def test_preprocess_defaults_on_small_real_data(multi30k_small, tmp_path):
+    """The default sentencepiece path on 200 pairs: the vocabulary size the text allows (a note, not
+    sentencepiece's INTERNAL error), fairseq's dictionary = the sentencepiece vocabulary, so the
+    valid split is (almost) free of <unk>; preprocess.log names the output folder."""
+    import sentencepiece as spm
+
+    dest = tmp_path / "bin"
+    args = ["--src", "de", "--tgt", "en", "--train", multi30k_small / "train", "--valid", multi30k_small / "valid",
+            "--workers", "1"]
+    proc = run("bash", SCRIPTS / "preprocess.sh", *args, "--destdir", dest)
+    assert re.search(r"preprocess.sh: note: the training text allows at most (\d+) sentencepiece pieces, fewer than "
+                     r"the default --bpe-size 8000: using \1 \(--bpe-size chooses\)", proc.stderr), proc.stderr
+    assert "warning" not in proc.stderr
+    sp = spm.SentencePieceProcessor(model_file=str(dest / "bpe" / "spm.joint.model"))
+    pieces = {sp.id_to_piece(i) for i in range(sp.get_piece_size())} - {"<unk>", "<s>", "</s>"}
+    words = {line.split()[0] for line in (dest / "dict.de.txt").read_text(encoding="utf-8").splitlines()}
+    assert words == pieces
+    log = (dest / "preprocess.log").read_text(encoding="utf-8")
+    replaced = _replaced(log)
+    assert set(replaced) == {("train", "de"), ("train", "en"), ("valid", "de"), ("valid", "en")}
+    assert max(replaced.values()) < 1.0, replaced  # (fairseq's own dictionary: 25 % of valid.en was <unk>)
+    assert ".tmp." not in log and f"destdir='{dest}'" in log
+    # the same size asked for explicitly: one line saying what to change, nothing written
+    proc = run("bash", SCRIPTS / "preprocess.sh", *args, "--destdir", tmp_path / "b2", "--bpe-size", "8000", ok=False)
+    most = re.search(r"at most (\d+) pieces", proc.stderr).group(1)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"preprocess.sh: error: --bpe-size 8000 is more than sentencepiece can build from the training text "
+        f"({multi30k_small / 'train.de'},{multi30k_small / 'train.en'}: at most {most} pieces): "
+        f"pass --bpe-size {most} or less")
+    assert "Traceback" not in proc.stderr and not list(tmp_path.glob("b2*"))
+
+
+def test_preprocess_warns_on_a_high_unk_rate(multi30k_small, tmp_path):
+    """Whole words (--bpe none) from 200 sentences: a quarter of the valid words are <unk>; a
+    warning names each split over 1% with fairseq's own figure."""
+    dest = tmp_path / "bin"
+    proc = run("bash", SCRIPTS / "preprocess.sh", "--src", "de", "--tgt", "en", "--train", multi30k_small / "train",
+               "--valid", multi30k_small / "valid", "--destdir", dest, "--bpe", "none", "--workers", "1")
+    replaced = _replaced((dest / "preprocess.log").read_text(encoding="utf-8"))
+    warnings = [l for l in proc.stderr.splitlines() if "warning" in l]
+    assert len(warnings) == 2, proc.stderr
+    for line, lang in zip(warnings, ("de", "en")):
+        assert line.startswith(f"preprocess.sh: warning: valid ({lang}): {replaced[('valid', lang)]:.1f}% of its ")
+        assert " tokens are <unk>" in line and replaced[("valid", lang)] > 10
+
+
+# ------------------------------------------------------------------------------------------------
+# the lattice scripts: -h at once and about our options; build_lattices without torch, one
+# segmenter in memory at a time
+# ------------------------------------------------------------------------------------------------
+def _run_script_in(code_args, script):
+    """Run SCRIPT with argv in a fresh interpreter; print which heavy modules it imported."""
+    code = (f"import runpy, sys\nsys.argv = {[script.name, *code_args]!r}\ntry:\n"
+            f"    runpy.run_path({str(script)!r}, run_name='__main__')\nexcept SystemExit as e:\n    rc = e.code\n"
+            "print('RC', rc, 'TORCH', 'torch' in sys.modules, 'FAIRSEQ', 'fairseq' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=300)
+    return proc, proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("script", ["preprocess_lattices.py", "build_lattices.py"])
+def test_lattice_scripts_help_imports_neither_torch_nor_fairseq(script):
+    proc, status = _run_script_in(["-h"], SCRIPTS / script)
+    assert status == "RC 0 TORCH False FAIRSEQ False", proc.stderr
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", proc.stdout))
+    if script == "preprocess_lattices.py":  # our options, not fairseq-preprocess's 60
+        assert options == {"--help", "--source-lang", "--target-lang", "--trainpref", "--validpref", "--testpref",
+                           "--destdir", "--srcdict", "--tgtdict", "--thresholdsrc", "--thresholdtgt", "--nwordssrc",
+                           "--nwordstgt", "--padding-factor", "--workers", "--task"}, options
+        proc = run(sys.executable, SCRIPTS / script, "--joined-dictionary", ok=False)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+            "preprocess_lattices.py: error: unrecognized arguments: --joined-dictionary")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_build_lattices_one_segmenter_at_a_time_equals_the_builder(tmp_path, workers):
+    """Segmenting the whole input with each segmenter in turn, then merging, gives the lattices of
+    LatticeBuilder (all segmenters per sentence), without importing torch or fairseq."""
+    pytest.importorskip("jieba")
+    from fairseq_local.data.lattice import LatticeBuilder
+
+    sentences = ["我们的两个被告人在法庭上表示不服。", "他下雨天不出门。", "Bill 在 2008 年来了", "下雨天"]
+    raw = tmp_path / "raw.zh"
+    raw.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    out = tmp_path / "out.lat"
+    proc, status = _run_script_in(["--input", str(raw), "--output", str(out), "--segmenters", "jieba,char",
+                                   "--workers", str(workers)], SCRIPTS / "build_lattices.py")
+    assert status == "RC 0 TORCH False FAIRSEQ False", proc.stderr
+    builder = LatticeBuilder(["jieba", "char"])
+    want = [builder(s, f"{raw}:{n}").to_line() for n, s in enumerate(sentences, 1)]
+    assert out.read_text(encoding="utf-8").splitlines() == want
+    assert proc.stderr.strip().splitlines() == [f"wrote 4 lattices to {out}"]  # no bar, no warning in a log

@@ -33,6 +33,8 @@ import numpy as np
 class LatticeError(ValueError):
     """A malformed lattice, tokenization or lattice file; the message names file and line."""
 
+    is_user_error = True  # fairseq_local.errors prints it as one line (status 2)
+
 
 def _where(where: str, msg: str) -> str:
     return f"{where}: {msg}" if where else msg
@@ -223,6 +225,36 @@ def merge_tokenizations(sentence: str, tokenizations: Sequence[Sequence[str]], w
     edges = sorted(set(e for es in edge_sets for e in es))
     path = [0] + [j for _, j in edge_sets[0]]
     return Lattice.create(chars, edges, path, where)
+
+
+# a lattice line whose tabs became spaces (copied from a terminal, say): characters, then edges i:j
+_LATTICE_WITHOUT_TABS = re.compile(r"(?:\S )+\S\s+\d+:\d+(?:\s+\d+:\d+)*(?:\s+\d+)*")
+
+
+def read_input(line: str, builder: Callable[[], Callable[[str, str], "Lattice"]], where: str = "") -> Optional[Lattice]:
+    """One sentence to translate, as ``fairseq-interactive`` and the hub read it.
+
+    A line holding a tab is a lattice in the text format above (``Lattice.from_line``); any other
+    line is a raw sentence, segmented into a lattice by ``builder()`` (called only then, so that the
+    segmenters load only when needed).  A blank line is ``None`` (an empty translation).  Refused,
+    naming ``where``: text that is not valid Unicode (undecodable bytes kept as surrogates), a
+    malformed lattice line, and a lattice line whose tabs were replaced by spaces (which as raw
+    text would be segmented into words such as ``0:1``)."""
+    line = line.rstrip("\r\n")
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise LatticeError(_where(where, f"not UTF-8 text (undecodable byte at character {err.start + 1}); "
+                                         "convert the input to UTF-8")) from None
+    if not line.strip():
+        return None
+    if "\t" in line:
+        return Lattice.from_line(line, where)
+    if _LATTICE_WITHOUT_TABS.fullmatch(line.strip()):
+        raise LatticeError(_where(where, "looks like a lattice line without its tabs (edges i:j after the "
+                                         "characters): separate characters, edges and path with tabs, or give "
+                                         "the raw sentence"))
+    return builder()(line, where)
 
 
 def read_lattices(path: str) -> List[Lattice]:

@@ -8,14 +8,25 @@ binarized split (``dataset_exists``, ``infer_dataset_impl``, ``make_dataset``: f
 ``translation`` and ``language_modeling`` tasks, ``data_utils.load_indexed_dataset``, our tasks):
 when exactly one of ``PREFIX.bin`` / ``PREFIX.idx`` exists, or an mmap index does not match the
 sizes of its two files, they raise one line naming the missing or damaged file.
+
+Loading a split (``make_dataset``) also refuses an empty one (an empty test file binarized: mmap
+cannot map a 0-byte ``.bin`` and fairseq fails with an ``AttributeError``), naming it, and warns,
+once per split, about empty sentences in a text split (blank lines of the text it was binarized
+from: an empty source or target in a translation pair), naming the first line.
 """
 import functools
+import logging
 import os
 import struct
 
+import numpy as np
+
 from fairseq_local.errors import InputFileError
 
+logger = logging.getLogger(__name__)
+
 _STATE = {}
+_WARNED = set()
 _MMAP_MAGIC = b"MMIDIDX\x00\x00"
 _MMAP_HEADER = 9 + 8 + 1 + 8  # magic, version, dtype code, number of items
 
@@ -64,6 +75,30 @@ def check_complete(prefix: str, impl=None):
         _check_mmap(prefix, idx, bin_path)
 
 
+def check_not_empty(prefix: str, impl=None):
+    """Raise :class:`InputFileError` for a binarized (mmap) split with no sentence."""
+    if impl not in (None, "mmap") or not isinstance(prefix, str) or not os.path.isfile(prefix + ".idx"):
+        return
+    with open(prefix + ".idx", "rb") as f:
+        head = f.read(_MMAP_HEADER)
+    if len(head) == _MMAP_HEADER and head[:9] == _MMAP_MAGIC and struct.unpack("<Q", head[18:26])[0] == 0:
+        raise InputFileError(f"binarized split {prefix} is empty (0 sentences: binarized from an empty file); "
+                             "binarize a file with text, or choose another split")
+
+
+def warn_empty_sentences(prefix: str, dataset):
+    """One warning per split holding sentences with no word (only the end-of-sentence token)."""
+    sizes = getattr(dataset, "sizes", None)
+    if sizes is None or prefix in _WARNED:
+        return
+    empty = np.flatnonzero(np.asarray(sizes) <= 1)
+    if len(empty):
+        _WARNED.add(prefix)
+        logger.warning(f"{prefix}: {len(empty)} empty sentence(s), the first is line {int(empty[0]) + 1} of the text it "
+                       "was binarized from (blank lines there?): remove them before fairseq-preprocess unless they "
+                       "are meant (paragraph breaks of a language-model corpus)")
+
+
 def install():
     if _STATE:
         return
@@ -78,7 +113,22 @@ def install():
 
         return wrapper
 
-    for name, impl_arg in (("dataset_exists", True), ("make_dataset", True), ("infer_dataset_impl", False)):
+    for name, impl_arg in (("dataset_exists", True), ("infer_dataset_impl", False)):
         original = getattr(indexed_dataset, name)
         _STATE[name] = original
         setattr(indexed_dataset, name, guard(original, impl_arg))
+
+    make_dataset = indexed_dataset.make_dataset
+
+    @functools.wraps(make_dataset)
+    def checked_make_dataset(path, impl, *args, **kwargs):
+        check_complete(path, impl)
+        check_not_empty(path, impl)
+        dataset = make_dataset(path, impl, *args, **kwargs)
+        dictionary = kwargs.get("dictionary", args[1] if len(args) > 1 else None)
+        if dataset is not None and dictionary is not None:  # a text split (not packed lattices)
+            warn_empty_sentences(path, dataset)
+        return dataset
+
+    _STATE["make_dataset"] = make_dataset
+    indexed_dataset.make_dataset = checked_make_dataset

@@ -18,6 +18,18 @@ unfused Adam) and the run trains in bfloat16 on the device it was given (``--cpu
 ``--fp16`` (fairseq's fp16 weights with a dynamic loss scaler) needs CUDA: with ``--cpu`` or on a
 machine without a GPU fairseq fails after loading the data with a traceback ("Torch not compiled
 with CUDA enabled"); the same wrapper refuses it first, in one line that points to ``--bf16``.
+
+**Recurrent kernels without low-precision support.**  On CPU, ``torch.nn.LSTM`` under
+``torch.autocast`` runs oneDNN's fused RNN primitive in bfloat16 or float16, which exists only where
+the processor has the instructions it needs (AVX-512 for bf16; fp16 needs more): on an AVX2-only
+CPU the forward pass dies with "could not create a primitive descriptor for the LSTM forward
+propagation primitive" (``--bf16`` training, ``scripts/bench.py --bf16``, fairseq's ``--amp``).
+:func:`cpu_rnn_kernel_ok` tells, once per (cell, dtype, autocast or low-precision weights), whether
+this CPU's kernel runs, by running it on a 2-step, 2-unit input (forward and backward); where it does
+not, :func:`install` makes ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` compute that call in float32 (input,
+state and weights cast to fp32 with autocast off: the same recurrence, more precise) and cast the
+outputs back to the input's dtype; every other operation keeps its precision.  One warning line per
+(cell, dtype) says so.  GPUs (cuDNN) and CPUs whose kernel runs are untouched.
 """
 import functools
 import importlib.util
@@ -26,6 +38,8 @@ import logging
 logger = logging.getLogger(__name__)
 
 _MARK = "_fairseq_local_precision"
+_RNN_CLASSES = ("LSTM", "GRU", "RNN")
+_warned = set()
 
 
 def clear_implied_tpu(cfg):
@@ -62,7 +76,116 @@ def check_fp16_device(cfg):
             raise ConfigError(f"--{flag.replace('_', '-')} needs a CUDA device ({where}): use --bf16 on CPU")
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_rnn_kernel_ok(cell: str, dtype, autocast: bool) -> bool:
+    """Whether this CPU runs ``torch.nn.<cell>`` (LSTM, GRU or RNN) in ``dtype``: under
+    ``torch.autocast("cpu", dtype)`` on fp32 weights (``autocast=True``) or with weights and input in
+    ``dtype``.  Decided by running the kernel itself once (forward and backward on a 2-step input),
+    so it answers for what the kernel needs (processor instructions, oneDNN build,
+    ``ONEDNN_MAX_CPU_ISA``), not for a guess from ``/proc/cpuinfo``."""
+    import torch
+
+    module = getattr(torch.nn, cell)(2, 2)
+    forward = _ORIGINAL_FORWARD.get(cell, type(module).forward)
+    try:
+        with torch.enable_grad():
+            if autocast:
+                with torch.autocast("cpu", dtype=dtype):
+                    out, _ = forward(module, torch.ones(2, 1, 2))
+            else:
+                module = module.to(dtype)
+                with torch.autocast("cpu", enabled=False):
+                    out, _ = forward(module, torch.ones(2, 1, 2, dtype=dtype))
+            out.float().sum().backward()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _needs_fp32(module, input) -> bool:
+    """The call would run a low-precision CPU kernel that this CPU lacks (see cpu_rnn_kernel_ok)."""
+    import torch
+
+    data = input.data if isinstance(input, torch.nn.utils.rnn.PackedSequence) else input
+    if not torch.is_tensor(data) or data.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    if torch.is_autocast_enabled("cpu"):
+        dtype, autocast = torch.get_autocast_dtype("cpu"), True
+        if dtype not in (torch.bfloat16, torch.float16):
+            return False
+    else:
+        dtype, autocast = data.dtype, False
+        if dtype not in (torch.bfloat16, torch.float16):
+            return False
+    cell = module.mode.split("_")[0]  # LSTM, GRU, RNN_TANH / RNN_RELU
+    if cpu_rnn_kernel_ok(cell, dtype, autocast):
+        return False
+    if (cell, dtype, autocast) not in _warned:
+        _warned.add((cell, dtype, autocast))
+        name = str(dtype).replace("torch.", "")
+        how = "under autocast" if autocast else "with weights in that dtype"
+        logger.warning(f"this CPU has no {name} kernel for torch.nn.{cell} {how}: the {cell} layers compute in "
+                       f"float32, everything else in {name}")
+    return True
+
+
+def _fp32_forward(original, module, input, hx=None):
+    """``original(module, input, hx)`` in float32 with autocast off (weights, input and state cast
+    to fp32; gradients flow back through the casts), outputs cast back to the input's dtype."""
+    import torch
+    from torch.nn.utils.rnn import PackedSequence
+
+    packed = isinstance(input, PackedSequence)
+    dtype = (input.data if packed else input).dtype
+    to32 = lambda t: t.float() if torch.is_tensor(t) and t.is_floating_point() else t  # noqa: E731
+    back = lambda t: t.to(dtype) if torch.is_tensor(t) and t.is_floating_point() else t  # noqa: E731
+    if packed:
+        input = PackedSequence(to32(input.data), input.batch_sizes, input.sorted_indices, input.unsorted_indices)
+    else:
+        input = to32(input)
+    if hx is not None:
+        hx = tuple(to32(h) for h in hx) if isinstance(hx, tuple) else to32(hx)
+    saved = module._flat_weights  # what the fused kernel reads; restored below
+    module._flat_weights = [to32(w) for w in saved]
+    try:
+        with torch.autocast("cpu", enabled=False):
+            out, hn = original(module, input, hx)
+    finally:
+        module._flat_weights = saved
+    if packed:
+        out = PackedSequence(back(out.data), out.batch_sizes, out.sorted_indices, out.unsorted_indices)
+    else:
+        out = back(out)
+    hn = tuple(back(h) for h in hn) if isinstance(hn, tuple) else back(hn)
+    return out, hn
+
+
+_ORIGINAL_FORWARD = {}
+
+
+def install_rnn_fallback():
+    """Wrap ``torch.nn.LSTM/GRU/RNN.forward``: a CPU call whose low-precision kernel this CPU lacks
+    runs in float32 (:func:`_fp32_forward`); every other call is the original forward."""
+    import torch
+
+    for cell in _RNN_CLASSES:
+        cls = getattr(torch.nn, cell)
+        if getattr(cls.forward, _MARK, False):
+            continue
+        original = _ORIGINAL_FORWARD.setdefault(cell, cls.forward)
+
+        def forward(self, input, hx=None, _original=original):
+            if _needs_fp32(self, input):
+                return _fp32_forward(_original, self, input, hx)
+            return _original(self, input, hx)
+
+        functools.update_wrapper(forward, original)
+        setattr(forward, _MARK, True)
+        cls.forward = forward
+
+
 def install():
+    install_rnn_fallback()
     from fairseq.distributed import utils as distributed_utils
 
     call_main = distributed_utils.call_main

@@ -5,11 +5,13 @@ lattice edges), ``dict.{tgt}.txt``, per split the source lattices ``{split}.{src
 (+ ``.nchars.npy``) and the target exactly as ``fairseq-preprocess`` writes it.  Batches are made
 by character length.  The paper's length filter (70 characters, 50 words) belongs to data
 preparation and applies to the training pairs only (``scripts/recipes/lattice_zh_en_small.sh``);
-``--max-source-positions``/``--max-target-positions`` would also drop dev and test sentences.  ``fairseq-interactive`` reads raw Chinese and builds lattices on the fly with
-``--lattice-segmenters`` (the same segmenters as scripts/build_lattices.py; the source side skips
-``--tokenizer``/``--bpe``, which apply to the target only); an empty input line gets an empty
-translation.  ``--lattice-one-best`` replaces every lattice by its primary path as a chain (the
-paper's Table 2 analysis).
+``--max-source-positions``/``--max-target-positions`` would also drop dev and test sentences.
+``fairseq-interactive`` reads what the hub reads: raw Chinese, whose lattices it builds on the fly
+with ``--lattice-segmenters`` (the same segmenters as scripts/build_lattices.py; the source side
+skips ``--tokenizer``/``--bpe``, which apply to the target only), or lines in the lattice text
+format; an empty input line gets an empty translation, and a line it cannot read stops it with
+one line naming the input line.  ``--lattice-one-best`` replaces every lattice by its primary path
+as a chain (the paper's Table 2 analysis).
 """
 import os
 from collections import deque
@@ -22,7 +24,7 @@ from fairseq.data import data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_local.data.lattice import LatticeBuilder, unpack
+from fairseq_local.data.lattice import LatticeBuilder, read_input, unpack
 from fairseq_local.errors import InputFileError
 from fairseq_local.data.lattice_dataset import (
     LatticeDataset,
@@ -80,16 +82,28 @@ class LatticeTranslationTask(TranslationTask):
             self._builder = LatticeBuilder([s for s in self.cfg.lattice_segmenters.split(",") if s])
         return self._builder
 
+    def input_lattice(self, line: str, where: str = "input"):
+        """The lattice of one input sentence of ``fairseq-interactive`` or the hub: a line in the
+        lattice text format, or a raw sentence segmented with ``--lattice-segmenters``; ``None`` for
+        a blank line (see :func:`fairseq_local.data.lattice.read_input`).  When the training text
+        was lowercased (see :func:`fairseq_local.patches.interactive_input.lowercase_input`), so
+        is the input."""
+        from fairseq_local.patches.interactive_input import lowercase_input
+
+        return read_input(lowercase_input(line, self.src_dict), lambda: self.lattice_builder, where)
+
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
-        """Raw sentences -> packed lattices (built with --lattice-segmenters) and their lengths.
+        """Input lines (raw sentences or lattice lines, :meth:`input_lattice`) -> packed lattices
+        and their lengths.
 
         fairseq-interactive calls this once per ``--buffer-size`` lines: errors name the line
         number in the whole input.  An empty line becomes the empty lattice (0 characters), which
         :meth:`inference_step` translates into an empty sentence."""
+        from fairseq_local.patches.interactive_input import input_where
+
         first = self._interactive_lines + 1
         self._interactive_lines += len(lines)
-        lattices = [self.lattice_builder(line, f"input line {n}") if line.strip() else None
-                    for n, line in enumerate(lines, first)]
+        lattices = [self.input_lattice(line, input_where(n)) for n, line in enumerate(lines, first)]
         ds = lattice_dataset_from(lattices, self.src_dict)
         return [ds[i] for i in range(len(ds))], [int(s) for s in ds.sizes]
 

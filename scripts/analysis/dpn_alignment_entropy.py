@@ -71,6 +71,8 @@ class EntropyTable:
                  f"{corner:<18}{'CNN':>8}{'SAN':>8}"]
         for enc in "ca":
             lines.append(f"{NAMES[enc]:<18}{cell('c' + enc):>8}{cell('a' + enc):>8}")
+        if any(f not in m for f in FLOWS):
+            lines.append("- : a flow this model does not have (a path removed by --encoder-paths / --decoder-paths)")
         return "\n".join(lines)
 
 

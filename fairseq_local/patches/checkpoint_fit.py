@@ -1,0 +1,155 @@
+"""A checkpoint given to a tool that cannot use it is one line naming the checkpoint and the fix.
+
+Every tool that loads models for a task it has already set up (``fairseq-generate``,
+``-interactive``, ``-eval-lm``, ``-validate``, ``--eval-bleu``'s scorers, our scripts) goes through
+``checkpoint_utils.load_model_ensemble_and_task(filenames, task=TASK)``.  fairseq builds the
+checkpoint's model inside ``TASK`` whatever the two are: a language model "translates" a test set
+(exit status 0), a translation model given to ``fairseq-eval-lm`` fails with an
+``AttributeError``, a lattice model without ``--task lattice_translation`` fails in its encoder,
+and a checkpoint trained on other dictionaries fails in ``load_state_dict`` ("size mismatch ...").
+:func:`install` wraps that function (and, for the file being loaded, ``load_checkpoint_to_cpu``)
+so that, before any model is built:
+
+* a missing file is ``FILE: no such checkpoint file`` (with the ``.pt`` files next to it);
+* a lattice checkpoint (trained with ``--task lattice_translation``) needs that task;
+* a translation task needs an encoder-decoder model, a language-modelling task a language model;
+* a checkpoint trained with ``--task stateful_language_modeling`` used with another task gets a
+  warning (every window then starts from a zero state: a different perplexity);
+
+and a weight-shape mismatch names the checkpoint, the first mismatching parameter and the data
+directory whose dictionaries it does not fit.  Without ``task`` (the hub) the checkpoint's own
+task is used and only the shape check applies.
+"""
+import functools
+import logging
+import os
+import re
+
+from fairseq_local.errors import CheckpointError, prog_name
+
+logger = logging.getLogger(__name__)
+
+_STATE = {}
+_CONTEXT = []  # one entry per load_model_ensemble_and_task in progress: {"task", "path"}
+
+
+def _pt_files(path: str) -> str:
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        return f"no directory {directory}"
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".pt"))
+    if not names:
+        return f"{directory} holds no .pt file"
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"{directory} holds {shown}"
+
+
+def check_exists(filename):
+    if isinstance(filename, str) and "://" not in filename and not os.path.exists(filename):
+        raise CheckpointError(f"{filename}: no such checkpoint file ({_pt_files(filename)})")
+
+
+def _task_name(task) -> str:
+    cfg = getattr(task, "cfg", None)
+    name = cfg.get("_name", None) if hasattr(cfg, "get") else getattr(cfg, "_name", None)
+    if name:
+        return name
+    from fairseq.tasks import TASK_REGISTRY
+
+    for key, cls in TASK_REGISTRY.items():
+        if cls is type(task):
+            return key
+    return type(task).__name__
+
+
+def check_fits_task(path, state, task):
+    """Raise :class:`CheckpointError` when the model of ``state`` cannot serve ``task``."""
+    from fairseq.models import MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
+    from fairseq.tasks.language_modeling import LanguageModelingTask
+    from fairseq.tasks.translation import TranslationTask
+
+    from fairseq_local.safe_loading import state_model
+    from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
+    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
+
+    arch, model, trained_task = state_model(state)
+    current = _task_name(task)
+    model_cls = MODEL_REGISTRY.get(model)
+    held = f"{path} holds a '{arch}' model trained with --task {trained_task}"
+    if trained_task == "lattice_translation" and not isinstance(task, LatticeTranslationTask):
+        raise CheckpointError(f"{held}: add --task lattice_translation (and the data directory of "
+                              f"scripts/preprocess_lattices.py); {prog_name()} was given --task {current}")
+    if model_cls is None:
+        return
+    is_lm = issubclass(model_cls, FairseqLanguageModel)
+    if isinstance(task, TranslationTask) and is_lm:
+        raise CheckpointError(f"{held}, a language model: {prog_name()} with --task {current} needs a "
+                              "translation model (evaluate language models with fairseq-eval-lm)")
+    if isinstance(task, (LanguageModelingTask, StatefulLanguageModelingTask)) and \
+            issubclass(model_cls, FairseqEncoderDecoderModel):
+        raise CheckpointError(f"{held}, a translation model: {prog_name()} with --task {current} needs a "
+                              "language model (translate with fairseq-generate or fairseq-interactive)")
+    if trained_task == "stateful_language_modeling" and not isinstance(task, StatefulLanguageModelingTask):
+        logger.warning(f"{path} was trained with --task stateful_language_modeling but runs with --task "
+                       f"{current}: every window starts from a zero state, so the perplexity differs; "
+                       "pass --task stateful_language_modeling")
+
+
+_SIZE_RE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "
+                      r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
+
+
+def _state_dict_error(path, task, err, arg_overrides=None) -> CheckpointError:
+    data = getattr(getattr(task, "cfg", None), "data", None) or (arg_overrides or {}).get("data")
+    m = _SIZE_RE.search(str(err))
+    if m:
+        name, ck, here = m.group(1), m.group(2).replace(", ", " x "), m.group(3).replace(", ", " x ")
+        where = f"the dictionaries of {data}" if data else "this data"
+        return CheckpointError(
+            f"{path} does not fit {where}: {name} is {ck} in the checkpoint but {here} here (trained with "
+            "other dictionaries or languages?); give the data directory the checkpoint was trained with")
+    missing = re.search(r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)", str(err))
+    detail = f"{missing.group(1).lower()} weights {missing.group(2)[:120]}" if missing else str(err).splitlines()[0]
+    return CheckpointError(f"{path} does not fit the model its configuration builds here ({detail}); was it "
+                           "trained with another version of the model or another --user-dir?")
+
+
+def install():
+    if _STATE:
+        return
+    from fairseq import checkpoint_utils
+
+    load_ensemble = checkpoint_utils.load_model_ensemble_and_task
+    load_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
+
+    @functools.wraps(load_to_cpu)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        state = load_to_cpu(path, *args, **kwargs)
+        if _CONTEXT:
+            context = _CONTEXT[-1]
+            context["path"] = path
+            if context["task"] is not None:
+                check_fits_task(path, state, context["task"])
+        return state
+
+    @functools.wraps(load_ensemble)
+    def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, strict=True, suffix="",
+                                     num_shards=1, state=None):
+        if state is None and num_shards == 1 and not suffix:
+            for filename in filenames:
+                check_exists(filename)
+        _CONTEXT.append({"task": task, "path": filenames[0] if filenames else None})
+        try:
+            if state is not None and task is not None and filenames:
+                check_fits_task(filenames[0], state, task)
+            return load_ensemble(filenames, arg_overrides, task, strict, suffix, num_shards, state)
+        except RuntimeError as err:
+            if "Error(s) in loading state_dict" not in str(err):
+                raise
+            raise _state_dict_error(_CONTEXT[-1]["path"], task, err, arg_overrides) from None
+        finally:
+            _CONTEXT.pop()
+
+    _STATE.update(load_ensemble=load_ensemble, load_to_cpu=load_to_cpu)
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task

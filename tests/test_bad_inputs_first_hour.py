@@ -1,0 +1,484 @@
+"""A new user's first hour: every ordinary mistake is one line, nothing is silently wrong.
+
+Classes (several cases each): a checkpoint of another family or task given to fairseq-generate,
+-eval-lm or the hub; misspelled paths; impossible option values; a misspelled ``--arch`` (did you
+mean); empty splits and blank lines; a stateful language model without its task; lattice
+``fairseq-interactive`` reading the hub's input formats (raw text, lattice lines) and refusing what
+it cannot read; the training-time lowercasing applied to interactive and hub input.  Most cases run
+the code path in-process and finish it as the plugin's excepthook does (``call`` of
+tests/test_bad_inputs.py); a few run the real CLIs to check the hook.  The tiny checkpoints come
+from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
+"""
+import io
+import logging
+import shutil
+import sys
+from argparse import Namespace
+
+import pytest
+import torch
+
+from contract_lib import REPO, make_translation_data
+from test_bad_inputs import BIN, GB18030, assert_one_line, call, run
+
+USER_DIR = REPO / "fairseq_local"
+
+
+def _load(paths, task):
+    from fairseq import checkpoint_utils
+
+    return checkpoint_utils.load_model_ensemble_and_task([str(p) for p in paths], task=task)
+
+
+def _task(name, data, task_args, extra=(), parser="generation"):
+    from fairseq import options, tasks
+
+    get_parser = {"generation": options.get_generation_parser, "eval_lm": options.get_eval_lm_parser,
+                  "interactive": options.get_interactive_generation_parser}[parser]
+    argv = [str(data), "--user-dir", str(USER_DIR), "--task", name, "--cpu", *task_args, *extra]
+    return tasks.setup_task(options.parse_args_and_arch(get_parser(), argv))
+
+
+# ------------------------------------------------------------------------------------------------
+# a checkpoint of another family or task, a missing checkpoint, other dictionaries
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ckpt,task,needle", [
+    ("lm", "translation", "holds a 'mc_rnn_lm_ptb' model trained with --task stateful_language_modeling, a "
+                          "language model: prog with --task translation needs a translation model"),
+    ("lattice", "translation", "holds a 'lattice_dwl_gating' model trained with --task lattice_translation: add "
+                               "--task lattice_translation"),
+    ("mt", "language_modeling", "holds a 'mc_rnn_iwslt_de_en_2' model trained with --task translation, a translation "
+                                "model: prog with --task language_modeling needs a language model"),
+    ("mt", "stateful_language_modeling", "holds a 'mc_rnn_iwslt_de_en_2' model trained with --task translation, a "
+                                         "translation model: prog with --task stateful_language_modeling needs a "
+                                         "language model"),
+    ("lattice", "language_modeling", "holds a 'lattice_dwl_gating' model trained with --task lattice_translation: "
+                                     "add --task lattice_translation"),
+])
+def test_checkpoint_of_another_task(capsys, monkeypatch, tiny_checkpoints, ckpt, task, needle):
+    monkeypatch.setattr(sys, "argv", ["prog"])
+    path = tiny_checkpoints[ckpt][0]
+    source = tiny_checkpoints["mt" if task == "translation" else "lm"]
+    t = _task(task, source[1], source[2])
+    code, err = call(capsys, _load, [path], t)
+    assert_one_line(code, err, f"{path} {needle}")
+
+
+def test_generate_cli_language_model_and_lattice_checkpoints(tiny_checkpoints):
+    """The real fairseq-generate: an LM checkpoint no longer 'translates' with exit status 0."""
+    mt_data, mt_args = tiny_checkpoints["mt"][1:]
+    lm = tiny_checkpoints["lm"][0]
+    code, err = run(BIN / "fairseq-generate", mt_data, "--user-dir", USER_DIR, *mt_args, "--cpu", "--path", lm)
+    assert_one_line(code, err, f"fairseq-generate: error: {lm} holds a 'mc_rnn_lm_ptb' model")
+    lat, lat_data, lat_args = tiny_checkpoints["lattice"]
+    code, err = run(BIN / "fairseq-generate", lat_data, "--user-dir", USER_DIR, *lat_args, "--cpu", "--path", lat)
+    assert_one_line(code, err, f"fairseq-generate: error: {lat} holds a 'lattice_dwl_gating' model trained with "
+                               "--task lattice_translation: add --task lattice_translation")
+
+
+def test_eval_lm_cli_translation_checkpoint(tiny_checkpoints):
+    mt = tiny_checkpoints["mt"][0]
+    lm_data = tiny_checkpoints["lm"][1]
+    code, err = run(BIN / "fairseq-eval-lm", lm_data, "--user-dir", USER_DIR, "--cpu", "--path", mt)
+    assert_one_line(code, err, f"fairseq-eval-lm: error: {mt} holds a 'mc_rnn_iwslt_de_en_2' model",
+                    "needs a language model")
+
+
+def test_missing_checkpoint_lists_what_is_there(capsys, tiny_checkpoints):
+    path, data, args = tiny_checkpoints["mt"]
+    t = _task("translation", data, args)
+    wrong = path.parent / "checkpoint_bset.pt"
+    code, err = call(capsys, _load, [wrong], t)
+    assert_one_line(code, err, f"{wrong}: no such checkpoint file ({path.parent} holds checkpoint_best.pt, "
+                               "checkpoint_last.pt)")
+    code, err = call(capsys, _load, [path.parent / "nodir" / "x.pt"], t)
+    assert_one_line(code, err, "no such checkpoint file (no directory")
+
+
+def test_checkpoint_with_other_dictionaries(capsys, tmp_path, tiny_checkpoints):
+    path = tiny_checkpoints["mt"][0]
+    other, args = make_translation_data(tmp_path, n_train=6, n_valid=2, seed=3)
+    t = _task("translation", other, args)
+    code, err = call(capsys, _load, [path], t)
+    line = assert_one_line(code, err, f"{path} does not fit the dictionaries of {other}: ",
+                           "give the data directory the checkpoint was trained with")
+    assert "in the checkpoint but" in line
+
+
+def test_hub_wrong_class_and_other_data(tmp_path, tiny_checkpoints):
+    from fairseq_local.errors import one_line
+    from fairseq_local.models.mc_rnn import MCRNNModel
+
+    lm, lm_data, _ = tiny_checkpoints["lm"]
+    with pytest.raises(TypeError) as info:
+        MCRNNModel.from_pretrained(lm.parent, data_name_or_path=str(lm_data))
+    assert one_line(info.value) == (f"from_pretrained: {lm} holds a MCRNNLanguageModel model, not a MCRNNModel")
+    mt = tiny_checkpoints["mt"][0]
+    other, _ = make_translation_data(tmp_path, n_train=6, n_valid=2, seed=3)
+    with pytest.raises(ValueError) as info:
+        MCRNNModel.from_pretrained(mt.parent, data_name_or_path=str(other))
+    assert one_line(info.value).startswith(f"{mt} does not fit the dictionaries of {other}: ")
+
+
+# ------------------------------------------------------------------------------------------------
+# stateful language models without their task
+# ------------------------------------------------------------------------------------------------
+def test_stateful_checkpoint_evaluated_with_language_modeling_warns(caplog, tiny_checkpoints):
+    path, data, args = tiny_checkpoints["lm"]
+    with caplog.at_level(logging.WARNING):
+        _load([path], _task("language_modeling", data, args, parser="eval_lm"))
+    warned = [r.getMessage() for r in caplog.records if "stateful" in r.getMessage()]
+    assert warned == [f"{path} was trained with --task stateful_language_modeling but runs with --task "
+                      "language_modeling: every window starts from a zero state, so the perplexity differs; pass "
+                      "--task stateful_language_modeling"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _load([path], _task("stateful_language_modeling", data, args, parser="eval_lm"))
+    assert not [r for r in caplog.records if "stateful" in r.getMessage()]
+
+
+@pytest.mark.parametrize("arch,task,warns", [
+    ("mc_rnn_lm_ptb", "language_modeling", True),
+    ("parallel_lstm_lm_1950h_wide2", "language_modeling", True),
+    ("mc_rnn_lm_ptb", "stateful_language_modeling", False),
+    ("lstm_lm", "language_modeling", False),
+])
+def test_stateful_arch_trained_without_its_task_warns(caplog, tiny_checkpoints, arch, task, warns):
+    from fairseq import options, tasks
+
+    data, args = tiny_checkpoints["lm"][1:]
+    argv = [str(data), "--user-dir", str(USER_DIR), "--task", task, "--arch", arch, *args, "--decoder-embed-dim",
+            "8", "--decoder-hidden-size", "8", "--cpu"]
+    parsed = options.parse_args_and_arch(options.get_training_parser(), argv)
+    with caplog.at_level(logging.WARNING):
+        tasks.setup_task(parsed).build_model(parsed)
+    warned = [r.getMessage() for r in caplog.records if "stateful_language_modeling" in r.getMessage()]
+    assert len(warned) == int(warns)
+    if warns:
+        assert warned[0].endswith("pass --task stateful_language_modeling")
+
+
+# ------------------------------------------------------------------------------------------------
+# impossible option values
+# ------------------------------------------------------------------------------------------------
+def _train_cfg(data, args, extra, arch="lstm"):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    argv = [str(data), "--user-dir", str(USER_DIR), "--arch", arch, "--cpu", "--optimizer", "adam", *args, *extra]
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--max-tokens", "0"], "--max-tokens must be >= 1 (got 0)"),
+    (["--max-tokens", "-5"], "--max-tokens must be >= 1 (got -5)"),
+    (["--batch-size", "0"], "--batch-size must be >= 1 (got 0)"),
+    (["--batch-size-valid", "0"], "--batch-size-valid must be >= 1 (got 0)"),
+    (["--update-freq", "0"], "--update-freq must be >= 1 (got 0)"),
+    (["--lr", "-1"], "--lr must be >= 0 (got -1.0)"),
+    (["--clip-norm", "-1"], "--clip-norm must be >= 0 (got -1.0)"),
+    (["--num-workers", "-1"], "--num-workers must be >= 0 (got -1)"),
+    (["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "1.5"],
+     "--label-smoothing must be in [0, 1) (got 1.5)"),
+])
+def test_common_options(capsys, tiny_checkpoints, extra, needle):
+    from fairseq_local.patches.option_checks import check_common_options
+
+    data, args = tiny_checkpoints["mt"][1:]
+    code, err = call(capsys, check_common_options, _train_cfg(data, args, extra))
+    assert_one_line(code, err, needle)
+
+
+def test_tokens_per_sample_zero(capsys, tiny_checkpoints):
+    from fairseq_local.patches.option_checks import check_common_options
+
+    data, _ = tiny_checkpoints["lm"][1:]
+    cfg = _train_cfg(data, ["--task", "stateful_language_modeling", "--tokens-per-sample", "0"], [], "mc_rnn_lm_ptb")
+    code, err = call(capsys, check_common_options, cfg)
+    assert_one_line(code, err, "--tokens-per-sample must be >= 1 (got 0)")
+
+
+@pytest.mark.parametrize("arch,extra,needle", [
+    ("mc_rnn_iwslt_de_en_2", ["--dropout", "-0.1"], "--dropout must be in [0, 1) (got -0.1)"),
+    ("mc_rnn_iwslt_de_en_2", ["--dropout", "1.5"], "--dropout must be in [0, 1) (got 1.5)"),
+    ("dpn_s2s_iwslt_de_en", ["--attention-dropout", "1.0"], "--attention-dropout must be in [0, 1) (got 1.0)"),
+    ("lstm", ["--encoder-dropout-out", "-0.5"], "--encoder-dropout-out must be in [0, 1) (got -0.5)"),
+])
+def test_dropout_out_of_range(capsys, tiny_checkpoints, arch, extra, needle):
+    from fairseq import options, tasks
+
+    data, args = tiny_checkpoints["mt"][1:]
+    argv = [str(data), "--user-dir", str(USER_DIR), "--arch", arch, "--cpu", *args, *extra]
+
+    def build():
+        parsed = options.parse_args_and_arch(options.get_training_parser(), argv)
+        return tasks.setup_task(parsed).build_model(parsed)
+
+    code, err = call(capsys, build)
+    assert_one_line(code, err, needle)
+
+
+@pytest.mark.parametrize("options_,needle", [
+    ({"temperature": 0}, "--temperature must be > 0 (got 0)"),
+    ({"sampling": True, "beam": 1, "sampling_topk": 0}, "--sampling-topk must be -1 (off) or >= 1 (got 0)"),
+    ({"sampling": True, "beam": 1, "sampling_topp": 1.5}, "--sampling-topp must be -1 (off) or in (0, 1] (got 1.5)"),
+    ({"max_len_a": -1}, "--max-len-a must be >= 0 (got -1)"),
+    ({"max_len_a": 0, "max_len_b": 2, "min_len": 5}, "--min-len 5 exceeds the longest output --max-len-a 0"),
+    ({"sampling": True, "beam": 4, "nbest": 2}, "--sampling requires --nbest to be equal to --beam (got --nbest 2"),
+    ({"sampling_topk": 3}, "--sampling-topk requires --sampling"),
+])
+def test_generation_option_values(capsys, tiny_checkpoints, options_, needle):
+    from fairseq.dataclass.configs import GenerationConfig
+
+    path, data, args = tiny_checkpoints["mt"]
+    t = _task("translation", data, args)
+    models, _ = _load([path], t)[:2]
+    gen = GenerationConfig()
+    for key, value in options_.items():
+        setattr(gen, key, value)
+    code, err = call(capsys, t.build_generator, models, gen)
+    assert_one_line(code, err, needle)
+
+
+def test_option_values_through_the_clis(tmp_path, tiny_checkpoints):
+    """The hooks are in place in the real entry points (fairseq-train's call_main, fairseq-generate's main)."""
+    path, data, args = tiny_checkpoints["mt"]
+    code, err = run(BIN / "fairseq-train", data, "--user-dir", USER_DIR, *args, "--arch", "lstm", "--cpu",
+                    "--optimizer", "adam", "--update-freq", "0", "--save-dir", tmp_path / "ck")
+    assert_one_line(code, err, "fairseq-train: error: --update-freq must be >= 1 (got 0)")
+    code, err = run(BIN / "fairseq-generate", data, "--user-dir", USER_DIR, *args, "--cpu", "--path", path,
+                    "--max-tokens", "0")
+    assert_one_line(code, err, "fairseq-generate: error: --max-tokens must be >= 1 (got 0)")
+
+
+# ------------------------------------------------------------------------------------------------
+# misspelled registry choices
+# ------------------------------------------------------------------------------------------------
+def test_arch_typo_did_you_mean_cli(tiny_checkpoints):
+    data, args = tiny_checkpoints["mt"][1:]
+    code, err = run(BIN / "fairseq-train", data, "--user-dir", USER_DIR, *args, "--arch", "mc_rnn_iwslt_de_en9",
+                    "--cpu")
+    line = assert_one_line(code, err, "fairseq-train: error: --arch: unknown choice 'mc_rnn_iwslt_de_en9'; did you "
+                                      "mean mc_rnn_iwslt_de_en_4 or mc_rnn_iwslt_de_en_3 or mc_rnn_iwslt_de_en_2? (")
+    assert "usage:" not in err and "transformer" not in err  # no usage text, no list of every arch
+    assert line.endswith("choices, listed by --help)")
+
+
+@pytest.mark.parametrize("option,value,close", [
+    ("--task", "translatoin", "translation"),
+    ("--optimizer", "adamm", "adam"),
+    ("--arch", "lattice_dwl_gatting", "lattice_dwl_gating"),
+    ("--arch", "zzzzzz", None),
+])
+def test_registry_typos(capsys, tiny_checkpoints, option, value, close):
+    from fairseq import options
+
+    data, args = tiny_checkpoints["mt"][1:]
+    argv = [str(data), "--user-dir", str(USER_DIR), "--arch", "lstm", *args, option, value]
+    code, err = call(capsys, options.parse_args_and_arch, options.get_training_parser(), argv)
+    line = assert_one_line(code, err, f"error: {option}: unknown choice '{value}'")
+    assert (f"did you mean {close}" in line) if close else ("did you mean" not in line)
+
+
+# ------------------------------------------------------------------------------------------------
+# data: empty splits, blank lines, --nwords 0
+# ------------------------------------------------------------------------------------------------
+def _binarize(tmp_path, lines_by_split, extra=()):
+    from contract_lib import _preprocess
+
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    argv = ["--only-source", "--destdir", str(tmp_path / "bin"), "--workers", "1", *extra]
+    for split, lines in lines_by_split.items():
+        (raw / f"{split}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        argv += [f"--{split}pref", str(raw / f"{split}.txt")]
+    _preprocess(argv)
+    return tmp_path / "bin"
+
+
+@pytest.mark.parametrize("task", ["language_modeling", "stateful_language_modeling"])
+def test_empty_split(capsys, tmp_path, task):
+    d = _binarize(tmp_path, {"train": ["a b c", "d e"], "valid": ["a b"], "test": []})
+    t = _task(task, d, ["--tokens-per-sample", "4"], parser="eval_lm")
+    code, err = call(capsys, t.load_dataset, "test")
+    assert_one_line(code, err, f"binarized split {d / 'test'} is empty (0 sentences: binarized from an empty file)")
+
+
+def test_empty_translation_test_split(capsys, tmp_path, tiny_checkpoints):
+    from contract_lib import _preprocess
+
+    data, args = tiny_checkpoints["mt"][1:]
+    d = tmp_path / "bin"
+    shutil.copytree(data, d)
+    for lang in ("src", "tgt"):
+        (tmp_path / f"empty.{lang}").write_text("")
+    _preprocess(["--source-lang", "src", "--target-lang", "tgt", "--testpref", str(tmp_path / "empty"), "--destdir",
+                 str(d), "--srcdict", str(d / "dict.src.txt"), "--tgtdict", str(d / "dict.tgt.txt"), "--workers", "1"])
+    code, err = call(capsys, _task("translation", d, args).load_dataset, "test")
+    assert_one_line(code, err, f"binarized split {d / 'test.src-tgt.src'} is empty")
+
+
+def test_blank_training_lines_warn_once_naming_the_line(caplog, tmp_path):
+    d = _binarize(tmp_path, {"train": ["a b c", "d e", "", "f", ""], "valid": ["a b"]})
+    t = _task("language_modeling", d, ["--tokens-per-sample", "4"], parser="eval_lm")
+    with caplog.at_level(logging.WARNING):
+        t.load_dataset("train")
+        t.load_dataset("train")
+        t.load_dataset("valid")
+    warned = [r.getMessage() for r in caplog.records if "empty sentence" in r.getMessage()]
+    assert warned == [f"{d / 'train'}: 2 empty sentence(s), the first is line 3 of the text it was binarized from "
+                      "(blank lines there?): remove them before fairseq-preprocess unless they are meant (paragraph "
+                      "breaks of a language-model corpus)"]
+
+
+@pytest.mark.parametrize("option", ["--nwordssrc", "--nwordstgt"])
+def test_preprocess_nwords_zero(tmp_path, option):
+    raw = tmp_path / "train"
+    for lang in ("src", "tgt"):
+        (tmp_path / f"train.{lang}").write_text("a b\n")
+    code, err = run(BIN / "fairseq-preprocess", "--user-dir", USER_DIR, "--source-lang", "src", "--target-lang", "tgt",
+                    "--trainpref", raw, "--destdir", tmp_path / "bin", option, "0")
+    assert_one_line(code, err, f"fairseq-preprocess: error: {option} must be -1 (no cap) or >= 1 (got 0)",
+                    leftovers=[tmp_path / "bin" / "dict.src.txt"])
+
+
+# ------------------------------------------------------------------------------------------------
+# fairseq-interactive input: UTF-8, the lattice formats of the hub, lowercasing
+# ------------------------------------------------------------------------------------------------
+def _read_all(data: bytes, monkeypatch, name="-"):
+    from fairseq_local.patches.interactive_input import buffered_read
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    return [line for chunk in buffered_read(name, 2) for line in chunk]
+
+
+def test_interactive_reads_utf8_and_refuses_the_rest(capsys, monkeypatch, tmp_path):
+    assert _read_all("下雨天\n  a b \r\n\nc\n".encode(), monkeypatch) == ["下雨天", "a b", "", "c"]
+    code, err = call(capsys, _read_all, "下雨天\n".encode() + GB18030, monkeypatch)
+    assert_one_line(code, err, "input line 2: not UTF-8 (", "byte 0xd5 at byte 1 of the line")
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"ok\nok\n" + "é\n".encode("latin-1"))
+    code, err = call(capsys, _read_all, b"", monkeypatch, str(path))
+    assert_one_line(code, err, f"{path}:3: not UTF-8")
+    code, err = call(capsys, _read_all, b"", monkeypatch, str(tmp_path / "missing.txt"))
+    assert_one_line(code, err, f"--input {tmp_path / 'missing.txt'}: no such file")
+
+
+@pytest.fixture(scope="module")
+def lattice_task(tiny_checkpoints):
+    from fairseq_local.patches import interactive_input
+
+    interactive_input._INPUT["name"] = "-"
+    data, args = tiny_checkpoints["lattice"][1:]
+    return _task("lattice_translation", data, args, ["--lattice-segmenters", "char"], parser="interactive")
+
+
+def test_lattice_interactive_reads_lattice_lines_like_the_hub(lattice_task, tiny_checkpoints):
+    from fairseq_local.data.lattice import Lattice
+
+    raw = tiny_checkpoints["lattice"][1].parent / "raw"
+    line = (raw / "test.zh").read_text(encoding="utf-8").splitlines()[0]
+    lattice = Lattice.from_line(line)
+    toks, lengths = lattice_task.get_interactive_tokens_and_lengths([line, "".join(lattice.chars)], None)
+    n, e = int(toks[0][0]), int(toks[0][1])
+    assert lengths[0] == n == lattice.n_chars
+    assert list(zip(toks[0][2:2 + e].tolist(), toks[0][2 + e:2 + 2 * e].tolist())) == list(lattice.edges)
+    assert toks[0][2 + 2 * e:2 + 3 * e].tolist() == [lattice_task.src_dict.index(w) for w in lattice.words()]
+    # the raw sentence is segmented by --lattice-segmenters (char): a chain of its characters
+    assert int(toks[1][1]) == lattice.n_chars and lengths[1] == lattice.n_chars
+
+
+@pytest.mark.parametrize("lines,needle", [
+    (["下 雨\t0:1 1:2\t0 1 2", "a\tb\tc\td"], "input line 2: expected 2 or 3 tab-separated fields"),
+    (["下 雨 天\t0:1 0:5"], "input line 1: edge 0:5 out of range (sentence has 3 characters)"),
+    (["下 雨 天 0:1 1:2 2:3 0 1 2 3"], "input line 1: looks like a lattice line without its tabs"),
+    (["下雨天", "下\udcb0天"], "input line 2: not UTF-8 text (undecodable byte at character 2)"),
+])
+def test_lattice_interactive_refuses_what_it_cannot_read(capsys, lattice_task, lines, needle):
+    lattice_task._interactive_lines = 0
+    code, err = call(capsys, lattice_task.get_interactive_tokens_and_lengths, lines, None)
+    assert_one_line(code, err, needle)
+
+
+def test_lattice_interactive_cli_lattice_line_and_gb18030(tmp_path, tiny_checkpoints):
+    """The real fairseq-interactive: a lattice line is translated as its lattice (its source line
+    shows the lattice's primary-path words, not '0:1' tokens), the same as the hub translates it;
+    a GB18030 line stops it with one line."""
+    import subprocess
+
+    from test_bad_inputs import ENV
+    from fairseq_local.models.lattice_rnnsearch import LatticeRNNSearchModel
+
+    path, data, args = tiny_checkpoints["lattice"]
+    line = (data.parent / "raw" / "test.zh").read_text(encoding="utf-8").splitlines()[1]
+    cmd = [str(BIN / "fairseq-interactive"), str(data), "--user-dir", str(USER_DIR), "--task", "lattice_translation",
+           *args, "--cpu", "--path", str(path), "--lattice-segmenters", "char", "--beam", "2"]
+    proc = subprocess.run(cmd, input=(line + "\n").encode(), capture_output=True, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    out = proc.stdout.decode()
+    source = [x for x in out.splitlines() if x.startswith("S-0\t")][0]
+    assert ":" not in source
+    hypo = [x for x in out.splitlines() if x.startswith("D-0\t")][0].split("\t")[2]
+    hub = LatticeRNNSearchModel.from_pretrained(path.parent, data_name_or_path=str(data), lattice_segmenters="char")
+    assert hub.translate(line, beam=2) == hypo
+
+    proc = subprocess.run(cmd, input=GB18030, capture_output=True, env=ENV, timeout=300)
+    assert_one_line(proc.returncode, proc.stderr.decode(), "fairseq-interactive: error: input line 1: not UTF-8")
+    assert "H-0" not in proc.stdout.decode()
+
+
+def test_input_is_lowercased_when_the_training_text_was(tiny_checkpoints):
+    from fairseq.data import Dictionary
+
+    from fairseq_local.patches.interactive_input import is_lowercased, lowercase_input
+
+    path, data, args = tiny_checkpoints["mt"]
+    t = _task("translation", data, args, parser="interactive")
+    assert is_lowercased(t.source_dictionary)
+    words = t.source_dictionary.symbols[t.source_dictionary.nspecial:t.source_dictionary.nspecial + 3]
+    lower, upper = " ".join(words), " ".join(w.capitalize() for w in words)
+    a, _ = t.get_interactive_tokens_and_lengths([upper], lambda x: x)
+    b, _ = t.get_interactive_tokens_and_lengths([lower], lambda x: x)
+    assert torch.equal(a[0], b[0]) and t.source_dictionary.unk() not in a[0].tolist()
+
+    cased = Dictionary()
+    for w in words + ["Berlin"] + [f"w{i}x" for i in range(30)]:
+        cased.add_symbol(w)
+    assert not is_lowercased(cased) and lowercase_input(upper, cased) == upper
+    few = Dictionary()
+    for w in words:
+        few.add_symbol(w)
+    assert not is_lowercased(few)  # too few cased words to tell
+    # lattice offsets survive: a character whose lowercase is longer stays as it is
+    assert lowercase_input("İA\t0:1 1:2", t.source_dictionary) == "İa\t0:1 1:2"
+
+    from fairseq_local.models.mc_rnn import MCRNNModel
+
+    hub = MCRNNModel.from_pretrained(path.parent, data_name_or_path=str(data))
+    assert torch.equal(hub.encode(upper), hub.encode(lower))
+
+
+def test_non_stateful_namespace_checks_do_not_fire_on_plain_values():
+    """Values fairseq leaves unset (None) and list-valued options pass the common checks."""
+    from fairseq_local.patches.option_checks import check_common_options
+
+    check_common_options(Namespace(max_tokens=None, batch_size=None, update_freq=[1, 2], lr=[0.0, 0.1],
+                                   clip_norm=0.0, label_smoothing=0.0))
+
+
+@pytest.mark.parametrize("model,needle", [
+    ({"_name": "mc_rnn_iwslt_de_en_2", "encoder_hiden_size": 8},
+     "model.encoder_hiden_size: mc_rnn_iwslt_de_en_2 has no such option; did you mean model.encoder_hidden_size"),
+    ({"_name": "lattice_rnnsearch", "lattice_varient": "dwl"},
+     "model.lattice_varient: lattice_rnnsearch has no such option; did you mean model.lattice_variant"),
+    ({"_name": "mc_rnn_iwslt_de_en_2", "dropout": 1.2}, "--dropout must be in [0, 1) (got 1.2)"),
+])
+def test_yaml_model_key_typo(capsys, tiny_checkpoints, model, needle):
+    """A misspelled key under ``model:`` of a Hydra YAML (an arch name as ``_name``: fairseq would
+    keep the key and ignore it; a model name: fairseq's ConfigKeyError)."""
+    from omegaconf import OmegaConf
+
+    data, args = tiny_checkpoints["mt"][1:]
+    t = _task("translation", data, args)
+    code, err = call(capsys, t.build_model, OmegaConf.create(model))
+    assert_one_line(code, err, needle)
