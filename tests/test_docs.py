@@ -246,7 +246,8 @@ def test_unmarked_and_marked_blocks_are_told_apart(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    ("fairseq-train data-bin/x --user-dir fairseq_local --arch mc_rnn_iwslt_de_en_33", "invalid choice"),
+    ("fairseq-train data-bin/x --user-dir fairseq_local --arch mc_rnn_iwslt_de_en_33",
+     "unknown choice 'mc_rnn_iwslt_de_en_33'; did you mean mc_rnn_iwslt_de_en_3 "),
     ("fairseq-train data-bin/x --user-dir fairseq_local --arch mc_rnn_iwslt_de_en_3 --mc-chanels 2",
      "unrecognized arguments: --mc-chanels"),
     ("fairseq-generate data-bin/x --user-dir fairseq_local --path c.pt --beem 5", "unrecognized arguments"),
