@@ -45,7 +45,6 @@ Holm's step-down correction (Holm 1979) adjusts each test's p-values across a fa
 import argparse
 import gzip
 import hashlib
-import io
 import json
 import math
 import os
@@ -53,6 +52,8 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from fairseq_local.file_io import read_json, write_json
 
 N_RESAMPLES = 1000
 RNG_SEED = 12345
@@ -320,15 +321,6 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_gz(path: str, text: str):
-    """Byte-for-byte reproducible gzip (no time stamp, no name), written atomically."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
-            f.write(text.encode("utf-8"))
-    os.replace(tmp, path)
-
-
 def read_gz(path: str) -> str:
     with gzip.open(path, "rb") as f:
         return f.read().decode("utf-8")
@@ -371,13 +363,9 @@ def folder_stats(folder: str, kind: str) -> Callable[[dict], Optional[np.ndarray
 
 def load_folder(folder: str) -> Tuple[dict, List[dict]]:
     """A published comparison's ``comparison.json`` and its runs' JSON."""
-    with open(os.path.join(folder, "comparison.json"), encoding="utf-8") as f:
-        comparison = json.load(f)
-    runs = []
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".json") and name != "comparison.json":
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                runs.append(json.load(f))
+    comparison = read_json(os.path.join(folder, "comparison.json"))
+    runs = [read_json(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
+            if name.endswith(".json") and name != "comparison.json"]
     return comparison, runs
 
 
@@ -435,12 +423,7 @@ def recompute(root: str, write: bool = False, out=sys.stdout) -> int:
             print("; ".join(parts), file=out)
         if write:
             comparison["statistics"] = stats
-            path = os.path.join(folder, "comparison.json")
-            tmp = f"{path}.tmp.{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(comparison, f, indent=1)
-                f.write("\n")
-            os.replace(tmp, path)
+            write_json(os.path.join(folder, "comparison.json"), comparison)
             continue
         found = _diff(json.loads(json.dumps(stats)), comparison.get("statistics"))
         for line in found:

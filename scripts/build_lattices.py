@@ -23,39 +23,17 @@ progress bar per segmenter on a terminal; the tokenizations are then merged line
 """
 import argparse
 import gc
-import importlib.util
 import os
 import sys
 import warnings
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-
-import segment_pool  # noqa: E402
-from text_input import TextInputError, read_lines  # noqa: E402
+from fairseq_local_repro.text import lattice_builder, segment_pool
+from fairseq_local_repro.text.text_input import TextInputError, read_lines
 
 # jieba imports setuptools' deprecated pkg_resources; nothing a user of this script can change
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
 
-_LATTICE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fairseq_local", "data",
-                        "lattice.py")
-
-
-def _lattice_module():
-    """fairseq_local.data.lattice without running the package's __init__ (which imports torch and
-    fairseq, seconds and hundreds of MB that building lattices never uses), under a name of its own
-    (pool workers find its functions by it); the package's module where the package is imported."""
-    if "fairseq_local" in sys.modules:
-        return importlib.import_module("fairseq_local.data.lattice")
-    name = "_fairseq_local_lattice"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _LATTICE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-lattice = _lattice_module()
+lattice = lattice_builder.lattice  # fairseq_local/data/lattice.py without torch or fairseq
 LatticeError, SEGMENTERS = lattice.LatticeError, lattice.SEGMENTERS
 
 def _progress(items, total, desc):
@@ -136,7 +114,7 @@ def main(argv=None):
                 if not os.path.exists(path):
                     raise LatticeError(f"{path}: no such file")
             items = list(_merge_items(args.merge, args.raw))
-            lines = list(lattice.parallel_map(lattice.merge_item, items, args.workers))
+            lines = list(lattice_builder.parallel_map(lattice_builder.merge_item, items, args.workers))
         else:
             if not args.input:
                 raise LatticeError("--input (raw text) or --merge (tokenized files) is required")
@@ -153,7 +131,7 @@ def main(argv=None):
                 if not line.strip():
                     raise LatticeError(f"{args.input}:{n}: empty line")
             lines = build_lines(names, raw, args.input, args.workers)
-        lattice.atomic_write_lines(args.output, lines)
+        lattice_builder.write_lines(args.output, lines)
     except LatticeError as e:
         print(f"build_lattices.py: error: {e}", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ Sources: every ``docs/results/*/bench.json`` written by ``scripts/gpu/run_all.py
 ``scripts/bench.py --json`` results with the command that produced each), described by the
 ``check.json`` next to it (device name, torch and fairseq versions; for a CPU run also the
 processor, the run_all command and the load average around each comparison). A CPU table also
-gives each comparison's multiply-add ceiling (``ceiling`` / ``gen_ceiling`` of run_all's ENTRIES,
+gives each comparison's multiply-add ceiling (``ceiling`` / ``gen_ceiling`` of bench_entries.ENTRIES,
 the numbers the page's text counts) and the measured ratio as a percentage of it. A page embeds its
 family's tables between ``<!-- speed-table:begin FAMILY -->`` and ``<!-- table:end -->``; the text
 in between is this script's output and is rewritten by ``--write``. A family without CPU results
@@ -28,9 +28,9 @@ import shlex
 import sys
 from typing import Dict, List, Optional
 
+from fairseq_local_repro.bench_entries import ENTRIES  # the comparisons and their multiply-add ceilings
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "scripts", "gpu"))
-import run_all  # noqa: E402  (the comparisons and their multiply-add ceilings)
 
 FAMILIES = {"mc_rnn": "docs/mc_rnn.md", "parallel_cells": "docs/parallel_cells.md", "lattice": "docs/lattice.md",
             "gencnn": "docs/gencnn.md", "dpn_s2s": "docs/dpn_s2s.md"}
@@ -124,7 +124,7 @@ def _row(entry) -> Dict[str, object]:
 
 
 def _ceilings(name: str):
-    entry = next((e for e in run_all.ENTRIES if e["name"] == name), {})
+    entry = next((e for e in ENTRIES if e["name"] == name), {})
     return entry.get("ceiling"), entry.get("gen_ceiling")
 
 
@@ -291,17 +291,16 @@ def _gpu_precision() -> str:
 
 def _reproduce(family: str) -> str:
     """A family's reproduction (``scripts/reproduce.py``) as published in docs/results/reproduce/."""
-    sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
-    import repro_page
+    from fairseq_local_repro import page as repro_page
 
     rel = f"docs/results/reproduce/{family}"
     comparison = repro_page.load_family(os.path.join(REPO, rel))
     anchor = f"{family}-{comparison['scale']}-scale"
-    seeds = repro_page.seed_table(comparison)
-    return (f"From `{rel}/`, trained by `{comparison['command']}`; the curves, equal-update tables, scaling "
-            f"notes and verdict are in [results.md](results.md#{anchor}).\n\n"
-            + repro_page.summary_table(comparison) + "\n"
-            + ("\n" + "\n".join(seeds) if seeds else ""))
+    runs = repro_page.summary_table(comparison)
+    return (f"From `{rel}/`, trained by `{comparison['command']}`; the seed-level tests and the verdict are in "
+            f"[results.md](results.md#{anchor}), the curves, equal-update tables, scaling notes, sweeps and analysis "
+            f"in [results/{family}.md](results/{family}.md)"
+            + ".\n\n" + runs + "\n" + "\n".join(["", *repro_page.dagger_note(runs)]).rstrip() + "\n")
 
 
 RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),
@@ -363,10 +362,9 @@ def main(argv=None) -> int:
         if current == body:
             continue
         if args.write:
-            tmp = f"{path}.tmp.{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(replace(text, begin, body))
-            os.replace(tmp, path)
+            from fairseq_local.file_io import write_text
+
+            write_text(path, replace(text, begin, body))
             print(f"{page}: {begin} rewritten")
         else:
             diff = difflib.unified_diff(current.splitlines(), body.splitlines(), f"{page} (embedded)",

@@ -21,19 +21,14 @@ import json
 import logging
 import math
 import os
-import sys
 from typing import Dict, Iterable, List
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from fairseq import checkpoint_utils, options, tasks, utils  # noqa: E402
-from fairseq.data import BaseWrapperDataset, LMContextWindowDataset  # noqa: E402
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
-from fairseq.sequence_scorer import SequenceScorer  # noqa: E402
+import numpy as np
+import torch
+from fairseq import checkpoint_utils, options, tasks, utils
+from fairseq.data import BaseWrapperDataset, LMContextWindowDataset
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.sequence_scorer import SequenceScorer
 
 logger = logging.getLogger("gencnn_dynamic_eval")
 

@@ -17,18 +17,12 @@ Python ``bool``/``int`` of a tensor), ``aten::nonzero`` (also behind boolean-mas
 import argparse
 import collections
 import json
-import os
-import sys
 import warnings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-sys.path.insert(0, REPO)
+import torch
+from torch.profiler import ProfilerActivity, profile
 
-import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-import bench  # noqa: E402
+from fairseq_local_repro import bench
 
 # operators that only make tensor metadata (views, allocation): no kernel
 METADATA_OPS = {"aten::" + n for n in (

@@ -52,7 +52,7 @@ case "$bpe" in sentencepiece) rm_bpe=(--remove-bpe sentencepiece) ;; subword-nmt
   none) rm_bpe=() ;; *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
 case "$detok" in moses|none) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
-if [ -n "$ref" ]; then python "$REPO_ROOT/scripts/lib/text_input.py" generate.sh "$ref" || exit 2; fi
+if [ -n "$ref" ]; then python -m fairseq_local_repro.text.text_input generate.sh "$ref" || exit 2; fi
 cpu=(); python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" || cpu=(--cpu)
 # the split's size, from the binarized source side fairseq-generate reads (first data path)
 n_split=$(python - "${data%%:*}" "$subset" "${extra[@]}" <<'PY'

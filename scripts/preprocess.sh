@@ -75,7 +75,7 @@ if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; 
   die "--destdir '$dest' exists and is not empty (use --force to replace it)"
 fi
 activate_env
-python "$REPO_ROOT/scripts/lib/text_input.py" preprocess.sh "${checks[@]}" || exit 2
+python -m fairseq_local_repro.text.text_input preprocess.sh "${checks[@]}" || exit 2
 work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
 trap 'rm -rf "$work"' EXIT
 

@@ -19,9 +19,6 @@ import shutil
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-
 # torch, numpy and fairseq are imported where they are used, so -h answers at once
 
 
@@ -29,7 +26,7 @@ def _count_lines(path):
     """Lines of a UTF-8 file (a last line without newline counts); LatticeError naming the first
     non-UTF-8 line."""
     from fairseq_local.data.lattice import LatticeError
-    from text_input import TextInputError, scan
+    from fairseq_local_repro.text.text_input import TextInputError, scan
 
     try:
         return scan(path)
@@ -107,7 +104,7 @@ def main(argv=None):
     from fairseq_cli import preprocess as fp
 
     from fairseq_local.data.lattice import LatticeError, read_lattices
-    from text_input import has_text
+    from fairseq_local_repro.text.text_input import has_text
 
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")

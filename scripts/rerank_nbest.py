@@ -28,13 +28,11 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
-import text_input  # noqa: E402
+from fairseq_local_repro.text import text_input
+from fairseq_local_repro.text.plugin import plugin_module
 
 
 class NbestError(ValueError):
@@ -184,8 +182,7 @@ def lm_scorer(args) -> Callable[[List[str]], List[Tuple[float, int]]]:
     """Returns f(sentences) -> [(sum of log-probs, number of scored tokens)] using the LM."""
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from sample_lm import load_hub
+    from fairseq_local_repro.lm_hub import load_hub
 
     try:
         hub = load_hub(args.lm, args.lm_data, args.lm_bpe, args.lm_bpe_codes, args.lm_tokenizer, args.cpu,
@@ -233,14 +230,6 @@ def lm_scores(nb: NbestList, scorer, norm: str) -> Dict[int, List[float]]:
     return out
 
 
-def write_lines(path: str, lines: Sequence[str]):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".rerank.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(tmp, path)
-
-
 def run(args, scorer=None) -> Dict[str, float]:
     weights = parse_grid(args.lm_weights, "--lm-weights")
     lengths = parse_grid(args.length_weights, "--length-weights")
@@ -268,7 +257,7 @@ def run(args, scorer=None) -> Dict[str, float]:
         results["test_after"] = corpus_bleu(chosen, t_refs, args.sacrebleu_tokenize)
         rows.append(("test", results["test_before"], results["test_after"]))
         if args.output:
-            write_lines(args.output, chosen)
+            plugin_module("file_io").write_lines(args.output, chosen)
     print(f"{'set':6} {'BLEU before':>12} {'BLEU after':>11} {'delta':>7}")
     for name, before, after in rows:
         print(f"{name:6} {before:12.2f} {after:11.2f} {after - before:+7.2f}")

@@ -18,40 +18,9 @@ Output (stdout or --output): ``P-<i>\\t<prompt>`` then ``S-<i>-<k>\\t<avg log-pr
 import argparse
 import os
 import sys
-import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
-import text_input  # noqa: E402
-
-
-def load_hub(path, data=None, bpe=None, bpe_codes=None, tokenizer=None, cpu=False, **overrides):
-    """Any fairseq LM checkpoint as a ``GeneratorHubInterface`` (also used by rerank_nbest.py)."""
-    import torch
-    from fairseq import hub_utils
-
-    import fairseq_local
-    from fairseq_local.safe_loading import is_language_model, require_model
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such checkpoint")
-    # a damaged checkpoint or one of a translation model: one line naming its arch
-    require_model(path, is_language_model, "a language model (e.g. gencnn_paper, lstm_lm, transformer_lm)")
-    # the package already imported (fairseq refuses a second copy of the same name as --user-dir)
-    kwargs = dict(overrides, user_dir=os.path.dirname(os.path.abspath(fairseq_local.__file__)))
-    if bpe:
-        kwargs["bpe"] = bpe
-        if bpe_codes:
-            kwargs["bpe_codes"] = bpe_codes
-            kwargs["sentencepiece_model"] = bpe_codes
-    if tokenizer:
-        kwargs["tokenizer"] = tokenizer
-    loaded = hub_utils.from_pretrained(os.path.dirname(os.path.abspath(path)), os.path.basename(path),
-                                       data or os.path.dirname(os.path.abspath(path)), **kwargs)
-    hub = hub_utils.GeneratorHubInterface(loaded["args"], loaded["task"], loaded["models"]).eval()
-    if torch.cuda.is_available() and not cpu:
-        hub.cuda()
-    return hub
+from fairseq_local_repro.lm_hub import load_hub
+from fairseq_local_repro.text import text_input
 
 
 def sample(hub, prompt: str, n: int, args, seed: int):
@@ -125,10 +94,9 @@ def main(argv=None):
         for k, (text, score) in enumerate(sample(hub, prompt, args.num_samples, args, args.seed + i)):
             lines.append(f"S-{i}-{k}\t{score:.4f}\t{text}")
     if args.output:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.output)), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-        os.replace(tmp, args.output)
+        from fairseq_local.file_io import write_lines
+
+        write_lines(args.output, lines)
     else:
         sys.stdout.write("".join(line + "\n" for line in lines))
 

@@ -20,13 +20,12 @@ with ``--tokenize none`` (labelled tokenized) or pass the raw reference.  A hypo
 marks left in is refused too (BPE was not removed).
 """
 import argparse
-import json
 import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-import text_input  # noqa: E402
+from fairseq_local_repro.text import text_input
+from fairseq_local_repro.text.plugin import plugin_module
 
 PROG = "score.py"
 
@@ -38,7 +37,7 @@ def fail(msg):
 def read_lines(path, what):
     """Lines of a UTF-8 text file (newline stripped); one clear error for a missing or non-UTF-8 file."""
     if not os.path.isfile(path):
-        fail(f"{what} file '{path}' does not exist")
+        fail(f"{what} '{path}' is a directory, not a file" if os.path.isdir(path) else f"{what} file '{path}' does not exist")
     try:
         return text_input.read_lines(path, what)
     except text_input.TextInputError as e:
@@ -150,10 +149,7 @@ def main(argv=None):
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
     s["nrefs"] = len(refs)
     if a.json:
-        tmp = f"{a.json}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(s, f, indent=2)
-        os.replace(tmp, a.json)
+        plugin_module("file_io").write_json(a.json, s, indent=2)
     for line in format_scores(s):
         print(line)
     return s

@@ -41,13 +41,12 @@ def tiny_checkpoints(tmp_path_factory):
     model, each on the tiny synthetic corpus its family's contract spec uses."""
     import os
     import subprocess
-    import sys
     from pathlib import Path
 
-    here = Path(__file__).resolve().parent
-    sys.path.insert(0, str(here))
     from contract_lib import console_script, make_lm_data, make_translation_data
     from contract_specs.lattice import make_lattice_data
+
+    here = Path(__file__).resolve().parent
 
     s2s = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
            "--decoder-hidden-size", "8", "--attention-dim", "8"]

@@ -47,7 +47,7 @@ class Block:
 
 
 def doc_files() -> List[Path]:
-    return [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+    return [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md")) + sorted((REPO / "docs" / "results").glob("*.md"))
 
 
 def extract_blocks(path: Path, text: Optional[str] = None) -> List[Block]:

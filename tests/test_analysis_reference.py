@@ -1,21 +1,15 @@
 """The analysis scripts' aggregation against hand computations: the parallel-cells masking table
 (per-condition, per-group and per-word perplexities; which cells are masked when) and the MC-RNN
 BLEU-by-length buckets (Figure 5)."""
-import importlib
 import math
-import sys
 
 import pytest
 import torch
 
-from contract_lib import REPO
-
-# imported under their path in the repository (scripts.analysis.*), the name scripts/mutation.sh
-# gives their mutants
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))
-bbl = importlib.import_module("scripts.analysis.mc_rnn_bleu_by_length")
-masking = importlib.import_module("scripts.analysis.parallel_cells_masking")
+# imported under their path in the repository (fairseq_local_repro.analysis.*), the name
+# tests/mutation/mutation.sh gives their mutants
+from fairseq_local_repro.analysis import mc_rnn_bleu_by_length as bbl
+from fairseq_local_repro.analysis import parallel_cells_masking as masking
 
 
 def test_perplexity_of_a_word_subset_by_hand():

@@ -154,8 +154,7 @@ def test_fp16_without_cuda_is_one_line(data_cache, tmp_path):
 
 def test_bench_bf16_runs_under_autocast_on_cpu():
     """scripts/bench.py --bf16 on CPU measures bf16 (it used to fall back to fp32 silently)."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "scripts"))
-    import bench
+    from fairseq_local_repro import bench
 
     args = bench.parse_args(["--arch", "lstm", "--baseline", "lstm", "--device", "cpu", "--bf16"])
     assert args.dtype == "bf16"
@@ -333,3 +332,26 @@ print(ok, out.dtype)
     assert dtype == ("torch.bfloat16" if ok == "True" else "torch.float32")
     if platform.machine() in ("x86_64", "AMD64"):
         assert ok == "False" and "no bfloat16 kernel for torch.nn.LSTM under autocast" in proc.stderr
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
+def test_torchscript_compiles_torch_rnns_with_the_plugin_imported(cell):
+    """The fallback wrapper leaves TorchScript working: ``torch.jit.script(nn.LSTM(4, 4))`` compiles
+    torch's own overloads, and a scripted module that calls the RNN gives the eager outputs."""
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(torch.nn, cell)(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out, _ = self.rnn(x)
+            return out
+
+    from fairseq_local.patches import precision
+
+    assert getattr(getattr(torch.nn, cell).forward, precision._MARK, False)  # the fallback is installed
+    assert {"forward__0", "forward__1"} <= set(torch.jit.script(getattr(torch.nn, cell)(4, 4))._c._method_names())
+    torch.manual_seed(0)
+    encoder, x = Encoder(), torch.randn(3, 2, 4)
+    assert torch.equal(torch.jit.script(encoder)(x), encoder(x))

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from contract_lib import REPO, make_translation_data
+from fairseq_local.file_io import TMP_RE
 from fairseq_local.patches import atomic_checkpoints, save_dir_lock
 
 BIN = Path(sys.executable).parent
@@ -80,7 +81,7 @@ def test_kill_during_checkpoint_copy_then_resume(tmp_path, data):
     assert killed.returncode == -9, killed.stderr[-3000:]
     # the copy died half-way: checkpoint_last.pt is still epoch 1's, complete; the half-written
     # bytes are in a temporary file that never took its name
-    leftovers = [n for n in os.listdir(save) if atomic_checkpoints.TMP_RE.match(n)]
+    leftovers = [n for n in os.listdir(save) if TMP_RE.match(n)]
     assert len(leftovers) == 1 and leftovers[0].startswith(".checkpoint_last.pt.")
 
     def updates(path):
@@ -91,7 +92,7 @@ def test_kill_during_checkpoint_copy_then_resume(tmp_path, data):
     resumed = _run([BIN / "fairseq-train", *_argv(data, save)])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Loaded checkpoint" in resumed.stderr + resumed.stdout
-    assert not [n for n in os.listdir(save) if atomic_checkpoints.TMP_RE.match(n)]  # cleaned under the lock
+    assert not [n for n in os.listdir(save) if TMP_RE.match(n)]  # cleaned under the lock
     killed_then_resumed = _state(save / "checkpoint_last.pt")
 
     # the same as a run stopped cleanly after epoch 1 and resumed: the kill cost nothing

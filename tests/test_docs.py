@@ -6,6 +6,7 @@ pages' own data-preparation blocks (``provides=``), and checkpoints of 2 updates
 scale data, GPU boxes, long trainings) must be accepted by their programs' option parsers. The
 speed tables embedded in the pages must equal scripts/docs_speed_table.py's output.
 """
+import importlib.util
 import json
 import os
 import re
@@ -17,9 +18,8 @@ from typing import Dict
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from doc_snippets import (MODES, REPO, Block, check_command, doc_files, extract_blocks,  # noqa: E402
-                          indented_commands, simple_commands)
+from doc_snippets import (MODES, REPO, Block, check_command, doc_files, extract_blocks, indented_commands,
+                          simple_commands)
 
 BLOCKS = [b for path in doc_files() for b in extract_blocks(path)]
 N_TRAIN, N_VALID = 200, 30
@@ -190,7 +190,7 @@ def test_block_is_marked(block: Block):
         assert block.lang in ("bash", "sh"), f"{block.where}: parse blocks hold shell commands"
 
 
-@pytest.mark.parametrize("path", doc_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", doc_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_no_unfenced_commands(path):
     lines = indented_commands(path)
     assert not lines, (f"{path.relative_to(REPO)}: lines {lines}: commands in an indented code block; "
@@ -298,10 +298,10 @@ def test_embedded_speed_tables_equal_the_generator():
 
 
 def _speed_table_module():
-    sys.path.insert(0, str(REPO / "scripts"))
-    import docs_speed_table
-
-    return docs_speed_table
+    spec = importlib.util.spec_from_file_location("docs_speed_table", REPO / "scripts" / "docs_speed_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_family_pages_quote_every_published_reproduction():
@@ -320,8 +320,7 @@ def test_family_pages_quote_every_published_reproduction():
             score = r["test"]["ppl"] if r["metric"] == "ppl" else r["test"]["bleu"]
             row = f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} |"
             assert row in body and f"| {r['dev_ppl']:.2f} | {score:.2f}" in body, (family, row)
-    sys.path.insert(0, str(REPO / "scripts" / "lib"))
-    import repro_page
+    from fairseq_local_repro import page as repro_page
 
     comparison = repro_page.load_family(str(REPO / "docs" / "results" / "reproduce" / published[0]))
     comparison["systems"][0]["test"]["bleu" if comparison.get("kind") != "lm" else "ppl"] = 12.34
@@ -329,9 +328,11 @@ def test_family_pages_quote_every_published_reproduction():
 
 
 def test_speed_ceilings_are_the_numbers_the_pages_count():
-    """Each comparison's CPU multiply-add ceiling (run_all's ENTRIES) is stated in its page's own text."""
+    """Each comparison's CPU multiply-add ceiling (bench_entries.ENTRIES) is stated in its page's own text."""
+    from fairseq_local_repro.bench_entries import ENTRIES
+
     mod = _speed_table_module()
-    for entry in mod.run_all.ENTRIES:
+    for entry in ENTRIES:
         text = (REPO / mod.FAMILIES[entry["family"]]).read_text(encoding="utf-8")
         prose = re.sub(r"<!-- speed-table:begin .*?<!-- table:end -->", "", text, flags=re.S)
         for key in ("ceiling", "gen_ceiling"):

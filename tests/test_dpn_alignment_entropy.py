@@ -1,5 +1,4 @@
 """Tests of scripts/analysis/dpn_alignment_entropy.py (Section 5.5 / Table 5 and Figure 2 of DPN-S2S)."""
-import importlib.util
 import math
 import warnings
 from pathlib import Path
@@ -7,10 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_local_repro.analysis import dpn_alignment_entropy as ent
+
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("dpn_alignment_entropy", REPO / "scripts/analysis/dpn_alignment_entropy.py")
-ent = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ent)
 
 
 def test_hand_made_attention_matrix():
@@ -46,9 +44,6 @@ def test_layer_selection():
 
 def test_command_on_a_trained_tiny_model(tmp_path):
     """fairseq-train a tiny DPN-S2S for two updates, then run the command (table, JSON, heatmap PNG)."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests"))
     from contract_lib import make_translation_data
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -427,14 +427,9 @@ def test_cnn_path_without_projections_is_eq5_on_the_embeddings():
 
 
 def _param_counts():
-    import importlib.util
-    from pathlib import Path
+    from fairseq_local_repro.analysis import dpn_param_counts
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "analysis" / "dpn_param_counts.py"
-    spec = importlib.util.spec_from_file_location("dpn_param_counts", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return dpn_param_counts
 
 
 def test_table1_parameter_counts_match_the_paper():

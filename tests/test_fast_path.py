@@ -2,7 +2,8 @@
 
 ``compiled`` runs torch.compile (inductor, default mode on CPU) of the very scan the eager path
 runs, on inputs padded to time/batch buckets.  Checked here: compiled == eager for every family's
-layer (fp32 outputs and gradients within 1e-5 relative, left and right padding), the bucketing
+layer (fp32 outputs and gradients within 1e-5 relative, left and right padding; the lattice GRU on
+random padded lattice batches, SWL and DWL, pooling and gating), the bucketing
 bounds the number of compiled variants (chunks beyond the largest bucket carry the state),
 incremental decoding == the full pass under the compiled path, beam search returns the same
 hypotheses, the option parses and resolves, and a checkpoint gives identical outputs under either
@@ -21,10 +22,14 @@ import fairseq_local  # noqa: F401  (registers everything)
 from fairseq import checkpoint_utils, options, tasks
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq_local.data.lattice import merge_tokenizations
+from fairseq_local.data.lattice_dataset import collate_lattices
 from fairseq_local.modules import fast_path
+from fairseq_local.modules.lattice_gru import LatticeGRU, make_schedule, pad_levels
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
-from fairseq_local.modules.recurrent_seq2seq import RecurrentAttentionDecoder, RecurrentLMDecoder
+from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
+from fairseq_local.modules.recurrent_seq2seq import RecurrentAttentionDecoder
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 
 # inductor's on-disk cache, one per xdist worker: workers compiling the same kernel at once must not
@@ -144,6 +149,87 @@ def test_buckets_bound_the_compiled_variants():
     # the padded [T, B] of each variant's input xproj [T, B, cells, gates]
     shapes = sorted({next(e[0][:2] for e in k[1] if isinstance(e, tuple) and len(e[0]) == 4) for k in new})
     assert shapes == [(1, 4), (1, 6), (2, 4), (4, 4)], shapes
+
+
+def random_lattices(seed, lengths):
+    """A padded batch of lattices over random characters, each the merge of 1 to 3 random
+    segmentations (so nodes have 1 to 3 incoming edges, words span 1 to n characters)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(n):
+        return int(torch.randint(n, (1,), generator=g))
+
+    lats = []
+    for n in lengths:
+        chars = "".join("甲乙丙丁戊"[rand(5)] for _ in range(n))
+        segs = []
+        for _ in range(1 + rand(3)):
+            cut = [0] + [i for i in range(1, n) if rand(2)] + [n]
+            segs.append([chars[a:b] for a, b in zip(cut, cut[1:])])
+        lats.append(merge_tokenizations(chars, segs))
+    vocab = {w: i for i, w in enumerate(sorted({w for lat in lats for w in lat.words()}))}
+    batch = collate_lattices([torch.from_numpy(lat.pack([vocab[w] for w in lat.words()])) for lat in lats], 1,
+                             left_pad=False)
+    words, prev, mask = batch["lattice"][:3]  # the edges entering each node
+    return make_schedule(words, prev, mask), len(lengths), mask.size(1)
+
+
+# each combination compiles a forward and a backward graph (about a minute on a busy CPU): SWL + pooling
+# and DWL + gating between them run every branch of the level step (both encoders, both compositions)
+@pytest.mark.parametrize("variant,composition", [("swl", "pooling"), ("dwl", "gating")])
+def test_lattice_compiled_equals_eager(variant, composition):
+    """One direction of the lattice GRU over a padded batch of random lattices: the compiled level
+    scan (levels and level widths padded to buckets) equals the eager level loop in every node's
+    state, every parameter's gradient and the gradient of the edge inputs; positions without a node
+    stay zero.  DWL + gating (the paper's best) has 6 levels: two chunks (4 + 2 levels with the time
+    buckets (1, 2, 4)), the state buffer carried; SWL + pooling 4 levels, one chunk."""
+    torch.manual_seed(0)
+    main = (variant, composition) == ("dwl", "gating")
+    sched, B, P = random_lattices(3, (7, 3, 5)) if main else random_lattices(1, (4, 2, 3))
+    grid = pad_levels(sched)
+    assert len(sched.steps) == (6 if main else 4) and grid.chunks == ([(0, 4), (4, 6)] if main else [(0, 4)])
+    assert grid.width == (6 if main else 4)  # the batch bucket of the widest level's edges
+    layer = LatticeGRU(4, 5, variant, composition, init_scale=0.5)
+    x = torch.randn(sched.edge_words.numel(), 4)
+    results = {}
+    for impl in ("eager", "compiled"):
+        fast_path.set_rnn_impl(layer, impl)
+        layer.zero_grad(set_to_none=True)
+        xi = x.clone().requires_grad_(True)
+        out, _ = layer(xi, sched, B, P)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results[impl] = (out.detach(), {n: p.grad.clone() for n, p in layer.named_parameters()}, xi.grad)
+    (out_e, grads_e, gx_e), (out_c, grads_c, gx_c) = results["eager"], results["compiled"]
+    assert_close(out_e, out_c, f"{variant} {composition}: states")
+    assert_grads_close(grads_e, grads_c, f"{variant} {composition}")
+    assert_close(gx_e, gx_c, f"{variant} {composition}: grad of the edge inputs")
+    node = torch.zeros(B, P, dtype=torch.bool)
+    node[sched.node_batch, sched.node_pos] = True
+    assert out_c[~node].abs().sum() == 0 and out_c[node].abs().min() > 0
+    # one compiled variant per (chunk length, width) of the grids, whatever the lattices
+    shapes = {k[1][1][0] for k in fast_path.variants() if k[0] == "LatticeGRU._level_scan"}
+    assert {(b - a, grid.width, 15) for a, b in grid.chunks} <= shapes <= {(4, 4, 15), (4, 6, 15), (2, 6, 15)}
+
+
+def test_lattice_level_grid_bounds_the_compiled_variants():
+    """Batches of any depth and width map to a few (levels, width) grids: the levels padded to a
+    time bucket (chunks of at most the largest), the width to a batch bucket of the widest level."""
+    grids = set()
+    for seed, lengths in enumerate([(2,), (3, 1), (4, 4, 2), (5, 2), (6, 6, 6, 1), (9, 3), (3, 3, 3, 3, 3)]):
+        sched, _, _ = random_lattices(seed, lengths)
+        grid = pad_levels(sched)
+        n_levels, width = grid.pre_row.shape
+        assert grid.chunks[-1][1] == n_levels and n_levels >= len(sched.steps)
+        assert all(b - a == fast_path.time_bucket(b - a) for a, b in grid.chunks)
+        assert all(b - a == 4 for a, b in grid.chunks[:-1]) and width in (4, 6, 8, 12, 16)
+        grids.add(tuple((b - a, width) for a, b in grid.chunks))
+        # every real edge slot reads a real node's row (or the zero row); padded slots read the zero row
+        real = torch.zeros(n_levels * width, dtype=torch.bool)
+        real[grid.edge_slot] = True
+        assert grid.pre_row.view(-1)[~real].eq(0).all() and grid.local.view(-1)[~real].eq(width - 1).all()
+        assert set(grid.pre_row.view(-1)[real].tolist()) <= {0} | set((1 + grid.node_slot).tolist())
+    compiled_shapes = {s for g in grids for s in g}
+    assert len(compiled_shapes) <= 6, compiled_shapes
 
 
 def run_impl(layer, impl, x, state, mask):
@@ -389,23 +475,20 @@ def test_lm_incremental_step_compiled(tmp_path):
 
 
 def test_fast_path_classes_are_the_recurrent_modules():
-    """Every layer and decoder with a time loop has the switch (the lattice encoder's schedule is
-    data-dependent and stays eager; its decoder is a RecurrentAttentionDecoder)."""
+    """Every layer and decoder with a time loop has the switch (the lattice encoder's loop runs
+    over topological levels; its decoder is a RecurrentAttentionDecoder)."""
     for cls in (MultiChannelRNNLayer, ParallelCellRNNLayer, TorchRNNLayer, RecurrentAttentionDecoder,
-                RecurrentLMDecoder):
+                RecurrentLMDecoder, LatticeGRU):
         assert issubclass(cls, fast_path.FastPathMixin) and callable(getattr(cls, "_scan", None) or
                                                                      getattr(cls, "_feed_scan", None) or
+                                                                     getattr(cls, "_level_scan", None) or
                                                                      getattr(cls, "_stack_scan"))
 
 
 def test_gpu_kit_fast_path_check_on_cpu(tmp_path):
     """scripts/gpu/check_install.py --fast-path (what ``run_all.sh --part check`` runs on a GPU) at
     its tiny sizes on CPU: every check passes and reports both timings."""
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(USER_DIR), "scripts", "gpu"))
-    sys.path.insert(0, os.path.join(os.path.dirname(USER_DIR), "scripts"))
-    import check_install
+    from fairseq_local_repro.gpu import check_install
 
     report = check_install.fast_path_check("cpu", tiny=True)
     assert report["device"] == "cpu" and report["sizes"] == dict(T=5, B=3, I=4, H=6)

@@ -222,7 +222,7 @@ def test_max_pooling_equals_reference(variant):
     stack = body.alpha
     z = torch.tensor([[[1.0, -2.0]], [[3.0, -5.0]]], dtype=torch.float64)  # (2 locations, 1, 2 maps)
     s = LayerShape(kernel=1, n_tf=2, n_ta=0, n_in=2, c_tf=1, c_ta=1, n_conv=2, offset=0, n_pairs=1, n_out=1)
-    torch.testing.assert_close(stack._gate_merge(s, z, None), torch.tensor([[[3.0, 0.0]]], dtype=torch.float64))
+    torch.testing.assert_close(stack.activate_and_merge(s, z, None), torch.tensor([[[3.0, 0.0]]], dtype=torch.float64))
 
 
 def test_max_pooling_decoder_option():

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import torch
 
-from fairseq_local.modules import gencnn_layers
+from fairseq_local.modules import gencnn_kernels
 from fairseq_local.modules.gencnn_layers import GatedConvStack, GenCNNBody, get_activation, parse_layers
 from test_gencnn import make_decoder, random_tokens, ref_body, ref_unit
 
@@ -465,7 +465,7 @@ def test_whole_sentence_forward_does_not_depend_on_the_default_device():
     body = GenCNNBody(E, 6, [(2, 2, 1), (2, 1, 1)], 4, L_beta=3, beta_layers=[(2, 2, 0)], init_range=0.4).double()
     emb = torch.randn(2, 13, E, dtype=torch.float64)
     nonpad = torch.ones(2, 13, dtype=torch.bool)
-    gencnn_layers._row_index.cache_clear()  # indices are cached per shape: build them in the context
+    gencnn_kernels.row_index.cache_clear()  # indices are cached per shape: build them in the context
     with torch.device("meta"):
         out, _ = body(emb, nonpad)
     assert out.device.type == "cpu"
@@ -483,7 +483,7 @@ def test_whole_sentence_forward_computes_each_map_once(monkeypatch):
                       init_range=0.4).double()
     names = {id(p): n for n, p in body.named_parameters()}
     products, streams = Counter(), Counter()
-    conv, shared_streams = GatedConvStack._conv, GatedConvStack.shared_streams
+    conv, shared_streams = GatedConvStack.window_maps, GatedConvStack.shared_streams
 
     def counting_conv(self, parts, W, *args):
         products[names[id(W)]] += 1
@@ -493,7 +493,7 @@ def test_whole_sentence_forward_computes_each_map_once(monkeypatch):
         streams["beta" if self is body.beta else "alpha"] += 1
         return shared_streams(self, seq)
 
-    monkeypatch.setattr(GatedConvStack, "_conv", counting_conv)
+    monkeypatch.setattr(GatedConvStack, "window_maps", counting_conv)
     monkeypatch.setattr(GatedConvStack, "shared_streams", counting_streams)
     emb = torch.randn(2, 13, E, dtype=torch.float64)  # 7 βCNN positions: blocks of 3, 3, 1
     nonpad = torch.ones(2, 13, dtype=torch.bool)

@@ -24,9 +24,9 @@ import pytest
 
 from contract_lib import REPO, make_translation_data
 
+from fairseq_local_repro.gpu import run_all
+
 GPU = REPO / "scripts" / "gpu"
-sys.path.insert(0, str(GPU))
-import run_all  # noqa: E402
 
 TINY_TRAIN = ("--optimizer adam --lr 0.001 --max-tokens 200 --encoder-embed-dim 8 --encoder-hidden-size 8 "
               "--decoder-embed-dim 8 --decoder-hidden-size 8 --attention-dim 8 --max-update 2")
@@ -146,6 +146,8 @@ def test_run_all_cpu_tiny_end_to_end(tmp_path):
     """The whole pipeline on CPU: one benchmark in bf16 (training, generation, --lengths), the
     time-boxed training, beam-5 decoding and BLEU; OUT holds four flat files (the device tool
     returns at most eight)."""
+    from fairseq_local_repro.bench import cpu_model
+
     data, _ = make_translation_data(tmp_path / "data")
     out = tmp_path / "out"
     proc = sh("bash", GPU / "run_all.sh", out, "--cpu", "--tiny", "--only", "^mc_rnn3_vs_lstm$", "--dtypes", "bf16",
@@ -157,7 +159,7 @@ def test_run_all_cpu_tiny_end_to_end(tmp_path):
     assert bench["device"] == "cpu" and bench["tiny"] is True
     (entry,) = bench["entries"]
     check = json.loads((out / "check.json").read_text())
-    assert check["device"] == "cpu" and check["cpu_model"] == run_all.cpu_model() and check["profile"] == "tiny"
+    assert check["device"] == "cpu" and check["cpu_model"] == cpu_model() and check["profile"] == "tiny"
     assert check["command"].startswith("python scripts/gpu/run_all.py ") and "--only '^mc_rnn3_vs_lstm$'" in check["command"]
     assert check["env_threads"]["OMP_NUM_THREADS"] == "1" and check["torch"] and check["fairseq"]
     (cond,) = check["entries"]
@@ -321,7 +323,6 @@ for split, n in (("train", 48), ("valid", 8)):
 
 
 def run_all_required():
-    sys.path.insert(0, str(GPU))
-    import check_install
+    from fairseq_local_repro.gpu import check_install
 
     return check_install.REQUIRED_EXTENSIONS

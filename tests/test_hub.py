@@ -5,15 +5,13 @@ state; lattice checkpoints translate the lattice of their input (not its charact
 translation checkpoints refuse ``score`` with one line. References are computed from the loaded
 model's own forward pass, independently of fairseq's SequenceGenerator / SequenceScorer."""
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from contract_lib import console_script, make_lm_data, make_translation_data  # noqa: E402
-from contract_specs.lattice import make_lattice_data  # noqa: E402
+from contract_lib import console_script, make_lm_data, make_translation_data
+from contract_specs.lattice import make_lattice_data
 
 TRAIN = ["--optimizer", "adam", "--lr", "0.01", "--max-update", "3", "--cpu", "--no-epoch-checkpoints",
          "--num-workers", "0", "--seed", "1", "--required-batch-size-multiple", "1"]

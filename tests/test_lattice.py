@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_local.data.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
-from fairseq_local.data.lattice_dataset import collate_lattices, load_lattice_dataset
+from fairseq_local.data.lattice_dataset import LatticeBatch, collate_lattices, load_lattice_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 FIG1 = "下雨天地面积水"
@@ -155,17 +155,17 @@ def test_preprocess_roundtrip_and_collater(tmp_path):
 
     batch = collate_lattices([ds[0], ds[2]], src_dict.pad(), left_pad=True)
     idx = src_dict.index
-    assert batch["lat_in_words"].shape == (2, 8, 2)
-    assert batch["lat_in_words"][0, 3].tolist() == [idx("下雨天"), idx("雨天")]
-    assert batch["lat_in_prev"][0, 3].tolist() == [0, 1]
-    assert batch["lat_in_mask"][0, 1].tolist() == [True, False]
-    assert not batch["lat_in_mask"][0, 2].any() and not batch["lat_in_mask"][1, 5:].any()
-    assert batch["lat_out_words"][0, 0].tolist() == [idx("下"), idx("下雨天")]
-    assert batch["lat_out_next"][0, 3].tolist() == [4, 5]
+    assert batch["lattice"].in_words.shape == (2, 8, 2)
+    assert batch["lattice"].in_words[0, 3].tolist() == [idx("下雨天"), idx("雨天")]
+    assert batch["lattice"].in_prev[0, 3].tolist() == [0, 1]
+    assert batch["lattice"].in_mask[0, 1].tolist() == [True, False]
+    assert not batch["lattice"].in_mask[0, 2].any() and not batch["lattice"].in_mask[1, 5:].any()
+    assert batch["lattice"].out_words[0, 0].tolist() == [idx("下"), idx("下雨天")]
+    assert batch["lattice"].out_next[0, 3].tolist() == [4, 5]
     assert batch["src_tokens"][1].tolist() == [src_dict.pad()] + [idx(w) for w in ["他说", "不服"]]
     assert batch["src_lengths"].tolist() == [3, 2]
     one_best = collate_lattices([ds[0]], src_dict.pad(), one_best=True)
-    assert one_best["lat_in_mask"].sum() == 3 and one_best["lat_in_words"][0, 5, 0] == idx("地面")
+    assert one_best["lattice"].in_mask.sum() == 3 and one_best["lattice"].in_words[0, 5, 0] == idx("地面")
 
 
 def test_preprocess_line_count_mismatch_writes_nothing(tmp_path, capsys):
@@ -206,11 +206,12 @@ def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
     batch = ds.collater([ds[0], ds[1]])
     n, s, e, w, p = unpack(toks[0].numpy())
     assert (0, 1) in zip(s, e) and len(p) == 7  # char segmenter first: primary path = characters
-    assert batch["net_input"]["lat_in_mask"].shape[:2] == (2, 8) and "target" not in batch
+    assert batch["net_input"]["lattice"].in_mask.shape[:2] == (2, 8) and "target" not in batch
     # fairseq-interactive keeps only src_tokens/src_lengths: the task restores the lattice tensors
     restored = task._restore_lattices(batch["net_input"]["src_tokens"])
-    for key, value in restored.items():
-        assert torch.equal(value, batch["net_input"][key]), key
+    assert isinstance(restored, LatticeBatch)
+    for key, value in restored._asdict().items():
+        assert torch.equal(value, getattr(batch["net_input"]["lattice"], key)), key
     with pytest.raises(ValueError, match="without lattice tensors"):
         task._restore_lattices(torch.tensor([[5, 6, 7, 8, 9]]))
     # an empty line is the empty lattice; errors count lines over the whole input (all buffers)
@@ -218,7 +219,7 @@ def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
     assert lengths == [0, 2] and toks[0].tolist() == [0, 0]
     ds = task.build_dataset_for_inference(toks, lengths)
     batch = ds.collater([ds[0], ds[1]])["net_input"]
-    assert batch["src_lengths"].tolist() == [0, 2] and not batch["lat_in_mask"][0].any()
+    assert batch["src_lengths"].tolist() == [0, 2] and not batch["lattice"].in_mask[0].any()
     task.lattice_builder.segment[0] = lambda s: ["他"]  # a segmenter that loses characters
     with pytest.raises(LatticeError, match="^input line 5: tokenization covers 1 of the sentence's 2"):
         task.get_interactive_tokens_and_lengths(["他说"], lambda x: x)
@@ -302,3 +303,22 @@ def test_read_input_formats():
         with pytest.raises(LatticeError, match="^" + re.escape(message)):
             read_input(bad, builder, "x")
     assert read_input("比分 3:2", builder, "x").n_chars == 5  # a raw sentence with a colon stays raw text
+
+
+def test_lattice_batch_survives_fairseq_sample_helpers():
+    """fairseq's move_to_cuda / apply_to_sample turn the LatticeBatch into a plain tuple; the
+    encoder and the task take it back by field name."""
+    from fairseq import utils
+
+    lat = merge_tokenizations("下雨天", [["下雨天"], ["下", "雨天"]])
+    packed = [torch.from_numpy(lat.pack([4 + i for i in range(len(lat.words()))]))]
+    net = collate_lattices(packed, pad_idx=1, left_pad=False)
+    moved = utils.apply_to_sample(lambda t: t.clone(), net)
+    assert type(moved["lattice"]) is tuple and not isinstance(moved["lattice"], LatticeBatch)
+    batch = LatticeBatch.of(moved["lattice"])
+    assert batch._fields == ("in_words", "in_prev", "in_mask", "out_words", "out_next", "out_mask")
+    for name in batch._fields:
+        assert torch.equal(getattr(batch, name), getattr(net["lattice"], name)), name
+    assert LatticeBatch.of(net["lattice"]) is net["lattice"]
+    # node v_3 has two incoming edges (0:3 and 1:3), from start nodes 0 and 1
+    assert batch.in_prev[0, 3].tolist() == [0, 1] and batch.in_mask[0, 3].tolist() == [True, True]

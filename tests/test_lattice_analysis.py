@@ -1,5 +1,5 @@
 """Lattice analyses: Table-3 coverage and the gate-weight visualisation."""
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,7 @@ FIG1 = merge_tokenizations("下雨天地面积水", [["下雨天", "地面", "�
 
 
 def _script(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "analysis" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"fairseq_local_repro.analysis.{name}")
 
 
 def test_coverage_chain_vs_lattice():

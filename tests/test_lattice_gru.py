@@ -24,8 +24,7 @@ def _batch(lattices, vocab):
 
 
 def _encode(enc, embed, batch):
-    keys = ["lat_in_words", "lat_in_prev", "lat_in_mask", "lat_out_words", "lat_out_next", "lat_out_mask"]
-    return enc(embed, *[batch[k] for k in keys])
+    return enc(embed, *batch["lattice"])
 
 
 def _lattices():

@@ -7,7 +7,8 @@ import torch
 import torch.nn as nn
 
 from fairseq_local.data.lattice import Lattice, merge_tokenizations
-from fairseq_local.modules.lattice_gru import BiLatticeGRU, LatticeGRU, make_schedule, multiply_adds_per_token
+from fairseq_local.modules import fast_path
+from fairseq_local.modules.lattice_gru import BiLatticeGRU, LatticeGRU, make_schedule, multiply_adds_per_token, pad_levels
 from test_lattice_gru import _batch, _encode, _vocab
 
 DT = torch.float64
@@ -22,7 +23,7 @@ def test_schedule_of_a_two_sentence_batch():
     lats = _two()
     vocab = _vocab(lats)
     batch = _batch(lats, vocab)
-    s = make_schedule(batch["lat_in_words"], batch["lat_in_prev"], batch["lat_in_mask"])
+    s = make_schedule(batch["lattice"].in_words, batch["lattice"].in_prev, batch["lattice"].in_mask)
     # levels (longest path from v_0): A v_1 = 1, v_3 = 2 (via 0:1, 1:3); B v_1 = 1, v_2 = 2
     # edges ordered by level of their end node, position, sentence: A 0:1, B 0:1, B 1:2, A 0:3, A 1:3
     assert s.edge_batch.tolist() == [0, 1, 1, 0, 0]
@@ -38,11 +39,29 @@ def test_schedule_of_a_two_sentence_batch():
     # step 0: both from the zero state; step 1 reads [zero; step 0]: B's 1:2 from B's v_1 (row 1 of
     # step 0 -> row 2), A's 0:3 from the zero state (row 0), A's 1:3 from A's v_1 (row 0 of step 0 -> row 1)
     assert srcs == [([-1], [0, 0]), ([-1, 0], [2, 0, 1])]
+    assert s.edge_pred.tolist() == [-1, -1, 1, -1, 0]  # the node each edge leaves (-1: v_0)
+
+
+def test_padded_level_grid_of_a_two_sentence_batch(monkeypatch):
+    """The compiled scan's grid (``pad_levels``) for the batch above: 2 levels (time bucket 2),
+    3 edges in the widest level (width bucket 4); state buffer row 0 is the zero state, row
+    1 + 4 s + j node slot j of level s."""
+    monkeypatch.setattr(fast_path, "TIME_BUCKETS", (1, 2, 4))
+    lats = _two()
+    batch = _batch(lats, _vocab(lats))
+    g = pad_levels(make_schedule(*batch["lattice"][:3]))
+    assert g.width == 4 and g.chunks == [(0, 2)]
+    assert g.edge_slot.tolist() == [0, 1, 4, 5, 6] and g.node_slot.tolist() == [0, 1, 4, 5]
+    # level 2: B's 1:2 reads B's v_1 (row 2), A's 0:3 the zero state, A's 1:3 A's v_1 (row 1)
+    assert g.pre_row.tolist() == [[0, 0, 0, 0], [2, 0, 1, 0]]
+    # padded edge slots are composed into the padded node slot 3
+    assert g.local.tolist() == [[0, 1, 3, 3], [0, 1, 1, 3]]
+    assert g.write_row.tolist() == [[1, 2, 3, 4], [5, 6, 7, 8]]
 
 
 def _direction_alone(d, embed, lat, vocab):
     b = _batch([lat], vocab)
-    s = make_schedule(b["lat_in_words"], b["lat_in_prev"], b["lat_in_mask"])
+    s = make_schedule(b["lattice"].in_words, b["lattice"].in_prev, b["lattice"].in_mask)
     return d(embed(s.edge_words), s, 1, lat.n_chars + 1)[0][0]
 
 
@@ -55,8 +74,7 @@ def test_more_sentences_than_positions_and_empty_trailing_positions(variant):
     d = LatticeGRU(3, 4, variant, "gating", init_scale=0.5).to(DT)
     batch = _batch(lats, vocab)  # B = 6 sentences, P = 3 positions
     extra = 2  # two trailing positions where no sentence has a node
-    words, prev, mask = (torch.cat([batch[k], batch[k].new_zeros(6, extra, batch[k].size(2))], 1)
-                         for k in ("lat_in_words", "lat_in_prev", "lat_in_mask"))
+    words, prev, mask = (torch.cat([t, t.new_zeros(6, extra, t.size(2))], 1) for t in batch["lattice"][:3])
     s = make_schedule(words, prev, mask)
     buf, _ = d(embed(s.edge_words), s, 6, 3 + extra)
     assert buf[:, 3:].abs().sum() == 0
@@ -81,8 +99,7 @@ def test_embed_dropout_module_is_applied_to_the_edge_embeddings():
         embed2.weight.copy_(2 * embed.weight)
     enc = BiLatticeGRU(3, 4, "dwl", "gating", init_scale=0.5).to(DT)
     batch = _batch(lats, vocab)
-    keys = ["lat_in_words", "lat_in_prev", "lat_in_mask", "lat_out_words", "lat_out_next", "lat_out_mask"]
-    a, _, f, _ = enc(embed, *[batch[k] for k in keys], embed_dropout=_Double())
+    a, _, f, _ = enc(embed, *batch["lattice"], embed_dropout=_Double())
     a2, _, f2, _ = _encode(enc, embed2, batch)
     a1, _, _, _ = _encode(enc, embed, batch)
     torch.testing.assert_close(a, a2, rtol=0, atol=1e-12)
@@ -98,10 +115,9 @@ def test_recorded_gates_and_node_positions(variant):
     embed = nn.Embedding(len(vocab) + 4, 3).to(DT)
     enc = BiLatticeGRU(3, 4, variant, "gating", init_scale=0.5).to(DT)
     batch = _batch(lats, vocab)
-    keys = ["lat_in_words", "lat_in_prev", "lat_in_mask", "lat_out_words", "lat_out_next", "lat_out_mask"]
     _, _, _, plain = _encode(enc, embed, batch)
     assert plain["gates"] == (None, None)
-    _, _, _, extras = enc(embed, *[batch[k] for k in keys], record_gates=True)
+    _, _, _, extras = enc(embed, *batch["lattice"], record_gates=True)
     assert sorted(extras) == ["gates", "node_pos", "schedules"]
     # boundaries of A: 0, 1, 3; of B: 0, 1, 2
     assert extras["node_pos"].tolist() == [[0, 1, 3], [0, 1, 2]]

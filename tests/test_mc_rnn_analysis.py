@@ -1,8 +1,5 @@
 """MC-RNN analysis commands: BLEU by source length (Figure 4) and the channel-attention map (Figure 3),
 plus the seq2seq / LM models' arch defaults."""
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from fairseq import options
@@ -10,10 +7,8 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 import fairseq_local  # noqa: F401
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "analysis"))
-import mc_rnn_bleu_by_length as bbl  # noqa: E402
-import mc_rnn_channel_attention as cha  # noqa: E402
+from fairseq_local_repro.analysis import mc_rnn_bleu_by_length as bbl
+from fairseq_local_repro.analysis import mc_rnn_channel_attention as cha
 
 
 def _gen(path, items):
@@ -118,13 +113,8 @@ def test_models_reject_impossible_options(arch, extra, option):
 def test_table5_controls_are_size_matched_to_mc_rnn_3():
     """Table 5's point: Baseline-RNN-large and -deep have MC-RNN-3's size (within 2 %) at the
     paper's ~25k BPE types; MC-RNN-2/3/4 add about the paper's +3/+4/+6M to the baseline."""
-    import importlib.util
-    from pathlib import Path
+    from fairseq_local_repro.analysis import mc_rnn_param_counts as counts
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "analysis" / "mc_rnn_param_counts.py"
-    spec = importlib.util.spec_from_file_location("mc_rnn_param_counts", path)
-    counts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(counts)
     src, tgt = counts._dict(25000), counts._dict(25000)
     n = {arch: counts.count(arch, src, tgt) for arch in (
         "rnnsearch_iwslt_de_en", "rnnsearch_iwslt_de_en_large", "rnnsearch_iwslt_de_en_deep",

@@ -7,15 +7,12 @@ the baseline and the MC-RNN model have in common starts from the same numbers, s
 is what the MC-RNN layer does differently from ``nn.LSTM``.
 """
 import math
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "analysis"))
-import mc_rnn_learning_probe as probe  # noqa: E402
+from fairseq_local_repro.analysis import mc_rnn_learning_probe as probe
 
 ARCH = "mc_rnn_iwslt_de_en_3"
 

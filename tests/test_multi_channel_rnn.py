@@ -202,7 +202,8 @@ def test_impossible_options_name_the_option(kwargs, option):
 def test_lm_decoder_with_mc_layers_carries_bptt_state():
     from fairseq.data import Dictionary
 
-    from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder
+    from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
+    from fairseq_local.modules.recurrent_seq2seq import Embedding
     from fairseq_local.tasks.stateful_language_modeling import BPTTState
 
     torch.manual_seed(0)

@@ -1,18 +1,15 @@
-"""scripts/mutation.sh: the equivalents list, the module table, and one module's mutation run in CI
+"""tests/mutation/mutation.sh: the equivalents list, the module table, and one module's mutation run in CI
 (the lattice composition and GRU cell: max pooling / Eq. 21 and Eq. 12-15), whose kill rate must
 stay at or above 90% of the non-equivalent mutants."""
 import configparser
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from contract_lib import REPO
-
-sys.path.insert(0, str(REPO / "scripts" / "lib"))
-import mutation  # noqa: E402
+from mutation import run as mutation
 
 CI_MODULE = "lattice_compose"
 CI_SECONDS = 170
@@ -45,7 +42,8 @@ def test_deselected_tests_exist_and_reach_mutmut(tmp_path):
 def test_mutant_names_map_back_to_file_and_function():
     assert mutation.function_of("fairseq_local.modules.lattice_gru.xǁLatticeGRUǁ_cell__mutmut_12") == (
         "fairseq_local/modules/lattice_gru.py", "xǁLatticeGRUǁ_cell")
-    assert mutation.function_of("scripts.analysis.x.x_main__mutmut_1") == ("scripts/analysis/x.py", "x_main")
+    assert mutation.function_of("fairseq_local_repro.analysis.x.x_main__mutmut_1") == (
+        "fairseq_local_repro/analysis/x.py", "x_main")
 
 
 def test_equivalents_file_parses_and_matches_by_changed_lines(tmp_path):
@@ -79,7 +77,7 @@ def test_bad_equivalents_file_is_a_one_line_error(tmp_path, capsys, text, messag
 
 
 def test_unknown_module_is_a_one_line_error():
-    proc = subprocess.run(["bash", str(REPO / "scripts/mutation.sh"), "no_such_module"], capture_output=True,
+    proc = subprocess.run(["bash", str(REPO / "tests/mutation/mutation.sh"), "no_such_module"], capture_output=True,
                           text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("mutation.sh: error: unknown module(s) no_such_module; choose from "
@@ -89,10 +87,10 @@ def test_unknown_module_is_a_one_line_error():
 @pytest.mark.slow
 def test_ci_module_kill_rate(tmp_path):
     """One module's mutants against its tests, within CI's budget (the full sweep, every module, is
-    ``bash scripts/mutation.sh``)."""
+    ``bash tests/mutation/mutation.sh``)."""
     out = tmp_path / "report.json"
     env = dict(os.environ, MUTATION_NICE="0")
-    proc = subprocess.run(["bash", str(REPO / "scripts/mutation.sh"), CI_MODULE, "--time-limit", str(CI_SECONDS),
+    proc = subprocess.run(["bash", str(REPO / "tests/mutation/mutation.sh"), CI_MODULE, "--time-limit", str(CI_SECONDS),
                            "--min-kill-rate", "0.9", "--json", str(out), "--jobs", "1"],
                           capture_output=True, text=True, env=env, timeout=CI_SECONDS + 60)
     assert out.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]

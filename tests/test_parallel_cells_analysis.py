@@ -1,7 +1,6 @@
 """Cell-masking analysis command (scripts/analysis/parallel_cells_masking.py)."""
 import json
 import math
-import sys
 
 import pytest
 import torch
@@ -12,8 +11,7 @@ from contract_lib import REPO, make_lm_data
 from fairseq import checkpoint_utils, distributed_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-sys.path.insert(0, str(REPO / "scripts" / "analysis"))
-import parallel_cells_masking as masking  # noqa: E402
+from fairseq_local_repro.analysis import parallel_cells_masking as masking
 
 USER_DIR = str(REPO / "fairseq_local")
 

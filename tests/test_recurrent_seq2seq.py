@@ -8,12 +8,8 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary
 
 import fairseq_local  # noqa: F401
-from fairseq_local.modules.recurrent_seq2seq import (
-    Embedding,
-    RecurrentAttentionDecoder,
-    RecurrentEncoder,
-    RecurrentLMDecoder,
-)
+from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
+from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.modules.rnn_attention import RNNSearchAttention
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local.tasks.stateful_language_modeling import BPTTState

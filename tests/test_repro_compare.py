@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fairseq_local.file_io import write_gz
 from fairseq_local_repro import compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -203,10 +204,10 @@ def test_committed_outputs_are_checked_against_their_hashes(tmp_path):
     hyps = {"base": ["a man rides a horse .", "two dogs play in snow .", "a girl reads ."],
             "new": ["a man is riding a horse .", "two dogs play in the snow .", "a girl is reading a book ."]}
     ref_text = "".join(x + "\n" for x in refs)
-    compare.write_gz(str(tmp_path / compare.REF_FILE), ref_text)
+    write_gz(str(tmp_path / compare.REF_FILE), ref_text)
     for name, lines in hyps.items():
         text = "".join(x + "\n" for x in lines)
-        compare.write_gz(str(tmp_path / f"{name}-s1.hyp.gz"), text)
+        write_gz(str(tmp_path / f"{name}-s1.hyp.gz"), text)
         bleu = compare.corpus_bleu(compare.bleu_statistics(lines, refs).sum(0))[0]
         (tmp_path / f"{name}-s1.json").write_text(json.dumps({
             "system": name, "seed": 1, "test": {"bleu": round(float(bleu), 2)}, "test_ref_sha256":
@@ -220,6 +221,6 @@ def test_committed_outputs_are_checked_against_their_hashes(tmp_path):
                                      compare.bleu_statistics(hyps["base"], refs), compare.corpus_bleu, rng_seed=12346)
     assert c["per_sentence"]["1"]["p"] == pytest.approx(expected["p"], abs=1e-4)
     assert c["per_sentence"]["1"]["delta"] == pytest.approx(expected["delta"], abs=1e-4)
-    compare.write_gz(str(tmp_path / "new-s1.hyp.gz"), "tampered\n" * 3)
+    write_gz(str(tmp_path / "new-s1.hyp.gz"), "tampered\n" * 3)
     with pytest.raises(ValueError, match="new-s1.hyp.gz: its sha256 differs"):
         compare.analyse_folder(str(tmp_path))

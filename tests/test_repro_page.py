@@ -1,12 +1,14 @@
-"""scripts/lib/repro_page.py: what results.md shows of a comparison run in several commands or
-with several seeds."""
+"""fairseq_local_repro.page: what docs/results.md and its per-family appendices show of the
+published comparisons: the claims table's verdicts, the sections, sweeps and probes, publishing."""
 import json
-import sys
 from pathlib import Path
 
+import pytest
+
+from fairseq_local_repro import page as repro_page
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts" / "lib"))
-import repro_page  # noqa: E402
+RESULTS = REPO / "docs" / "results" / "reproduce"
 
 
 def first_seed(comparison: dict) -> dict:
@@ -39,7 +41,8 @@ def test_runs_of_another_command_are_named_with_their_command():
     lines = repro_page.other_commands(comparison)
     assert lines[0] == (f"Trained by `{earlier}`: DWL-GRU + Gating, seed 1; SWL-GRU + Gating, seed 1; "
                         "RNNSearch (word, jieba), seed 1; RNNSearch (char), seed 1.")
-    section = "\n".join(repro_page.family_section(comparison, "results/reproduce/lattice"))
+    folder = str(RESULTS / "lattice")
+    section = "\n".join(repro_page.appendix(comparison, folder, repro_page.Verdict({}, "", ""), []))
     assert section.index(lines[0]) < section.index("| system | arch |")
 
 
@@ -83,37 +86,43 @@ def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_p
     assert repro_page.load_family(str(fam))["systems"] == headline["systems"]
     assert sorted(p.name for p in (fam / "dropout_0.4").iterdir()) == ["baseline-s1.json", "comparison.json",
                                                                        "curves.png"]
-    lines = page.splitlines()
-    start = lines.index("### Other settings of this comparison")
-    section = lines[start:lines.index("**Verdict.** VERDICT TEXT")]
-    assert lines.index("## mc_rnn (cpu scale)") < start
-    assert ("**`dropout_0.4`** (this run overrides --dropout 0.4; "
-            "[JSON](results/reproduce/mc_rnn/dropout_0.4/)):") in section
+    # the results page has the family's section with its verdict; the sweep point is in the appendix only
+    assert "## mc_rnn (cpu scale)" in page and "**Verdict.** VERDICT TEXT" in page and command not in page
+    lines = (docs / "results" / "mc_rnn.md").read_text().splitlines()
+    start = lines.index("## Other settings")
+    section = lines[start:]
+    assert lines.index("## Runs") < start
+    assert "### `dropout_0.4`" in section
+    assert "This run overrides --dropout 0.4; [JSON](reproduce/mc_rnn/dropout_0.4/)." in section
     assert command in section
+    section = "\n".join(section)
     # no outputs were published with these runs: the interval is the recorded one, marked †
     assert f"| Baseline-RNN | {base['params'] / 1e6:.2f}M | 1 | {base['updates']:,} | early stop | 19.50 " \
            "| 31.25 ± 1.30† | (baseline) |" in section
-    # the headline table still shows the seed-1 baseline's own score
-    assert f"| {base['test']['bleu']:.2f} | ± {base['test']['ci95']:.2f}† | (baseline) |" in page
+    # the appendix's run table still shows the seed-1 baseline's own score
+    assert f"| {base['test']['bleu']:.2f} | ± {base['test']['ci95']:.2f}† | (baseline) |" in "\n".join(lines[:start])
 
 
 def test_the_committed_page_is_the_one_the_committed_json_gives(tmp_path):
     import shutil
 
-    shutil.copytree(REPO / "docs" / "results" / "reproduce", tmp_path / "results" / "reproduce")
+    shutil.copytree(RESULTS, tmp_path / "results" / "reproduce")
     page = Path(repro_page.write_page(str(tmp_path))).read_text(encoding="utf-8")
-    assert page == (REPO / "docs" / "results.md").read_text(encoding="utf-8"), \
-        "docs/results.md is stale: run python scripts/reproduce.py --page-only"
+    stale = "is stale: run python scripts/reproduce.py --page-only"
+    assert page == (REPO / "docs" / "results.md").read_text(encoding="utf-8"), f"docs/results.md {stale}"
+    for appendix in sorted((tmp_path / "results").glob("*.md")):
+        assert appendix.read_text(encoding="utf-8") == (REPO / "docs" / "results" / appendix.name).read_text(
+            encoding="utf-8"), f"docs/results/{appendix.name} {stale}"
+    assert sorted(p.name for p in (tmp_path / "results").glob("*.md")) == sorted(
+        p.name for p in (REPO / "docs" / "results").glob("*.md"))
 
 
 def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(tmp_path):
     """Publishing with the run folders: each run's hypotheses and the references go beside its JSON
     (gzip'd, hashed), the statistics come from them, runs still queued are named on the page until
     published, and a run scored on other references cannot join the folder."""
-    import pytest
-    from repro_run import ReproError
-
     from fairseq_local_repro import compare
+    from fairseq_local_repro.processes import ReproError
 
     base = json.loads((REPO / "docs" / "results" / "reproduce" / "mc_rnn" / "baseline-s1.json").read_text())
     refs = ["a man rides a horse .", "two dogs play in the snow .", "a girl is reading a book ."]
@@ -184,3 +193,106 @@ def test_publish_commits_language_model_sentence_scores(tmp_path):
     (c,) = stats["comparisons"]
     expected = compare.sentence_test(nll["wide3"], nll["wide1"], compare.corpus_ppl, rng_seed=12346)
     assert c["per_sentence"]["1"]["p"] == round(expected["p"], 4) and c["per_sentence"]["1"]["delta"] < 0
+
+
+def _two_systems(kind: str, a_scores, b_scores, p_holm):
+    """A comparison of 'new' against 'old' with the statistics compare.analyse would give."""
+    runs = [{"system": s, "label": s.upper(), "seed": k + 1} for s, xs in (("new", a_scores), ("old", b_scores))
+            for k in range(len(xs))]
+    mean = lambda xs: round(sum(xs) / len(xs), 2)  # noqa: E731
+    delta = round(mean(a_scores) - mean(b_scores), 2)
+    seed = None if p_holm is None else {"delta": delta, "ci95": [delta - 1, delta + 1], "p": p_holm / 2,
+                                        "p_holm": p_holm}
+    stats = {"higher_is_better": kind != "lm",
+             "systems": {"new": {"mean": mean(a_scores)}, "old": {"mean": mean(b_scores)}},
+             "comparisons": [{"system": "new", "reference": "old", "paired_seeds": len(a_scores),
+                              "delta_of_means": delta, "seed_level": seed,
+                              "per_sentence": {"1": {"delta": 0.5, "p_holm": 0.02}}}]}
+    return {"family": "toy", "kind": kind, "systems": runs, "statistics": stats}
+
+
+@pytest.mark.parametrize("kind,a,b,p_holm,better,word", [
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", "holds"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "old", "contradicted"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", "not at this scale"),
+    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", "holds"),  # lower perplexity is better
+    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "old", "contradicted"),
+    ("lm", [30.0], [32.0], None, "new", "not at this scale"),  # one seed: no seed-level test
+])
+def test_the_verdict_word_follows_the_seed_level_test_in_the_claims_direction(kind, a, b, p_holm, better, word):
+    comparison = _two_systems(kind, a, b, p_holm)
+    other = "old" if better == "new" else "new"
+    v = repro_page.claim_verdict(comparison, better, other)
+    assert v["word"] == word
+    sign = 1 if better == "new" else -1
+    assert v["delta"] == pytest.approx(sign * (sum(a) / len(a) - sum(b) / len(b)), abs=0.01)
+    assert v["per_sentence"]["1"]["delta"] == 0.5 * sign
+    with pytest.raises(ValueError, match="toy: no comparison of new with nobody"):
+        repro_page.claim_verdict(comparison, "new", "nobody")
+
+
+def test_a_verdict_file_gives_fields_summary_and_analysis(tmp_path):
+    path = tmp_path / "verdict.md"
+    path.write_text("**Claim:** A beats B\n**Paper:** +1.0 BLEU\n**Tested:** a > b; probe_x: a > c\n"
+                    "**To settle it:** more seeds\n\n**Holds.** Short.\nSecond line.\n\n## Analysis\n\n"
+                    "*Why.* See [mc_rnn.md](mc_rnn.md), [web](https://x.org/) and [here](#anchor).\n")
+    v = repro_page.read_verdict(str(path))
+    assert v.fields == {"claim": "A beats B", "paper": "+1.0 BLEU", "tested": "a > b; probe_x: a > c",
+                        "settle": "more seeds"}
+    assert v.summary == "**Holds.** Short.\nSecond line."
+    assert v.analysis.startswith("## Analysis\n\n*Why.*")
+    with pytest.raises(ValueError, match="'probe_x: a > c' names 'probe_x', which has no published comparison"):
+        repro_page.tested_pairs(v, str(path))
+    (tmp_path / "probe_x").mkdir()
+    (tmp_path / "probe_x" / "comparison.json").write_text("{}")
+    assert repro_page.tested_pairs(v, str(path)) == [(None, "a", "b"), ("probe_x", "a", "c")]
+    # the appendix lives one folder down: relative links are rebased, others kept
+    assert repro_page._rebase_links(v.analysis).endswith(
+        "See [mc_rnn.md](../mc_rnn.md), [web](https://x.org/) and [here](#anchor).")
+    bad = v._replace(fields={"tested": "a beats b"})
+    with pytest.raises(ValueError, match="verdict.md: \\*\\*Tested:\\*\\* 'a beats b' is not"):
+        repro_page.tested_pairs(bad, str(path))
+    assert repro_page.read_verdict(str(tmp_path / "missing.md")) == repro_page.Verdict({}, "", "")
+
+
+def test_every_committed_verdict_states_the_word_its_seed_level_test_gives():
+    """The prose cannot claim more than the statistics: each verdict's bold opening names the word
+    computed for every comparison it tests, and each family's verdict tests at least one."""
+    import re
+
+    for folder in sorted(p.parent for p in RESULTS.glob("*/comparison.json")):
+        path = folder / "verdict.md"
+        verdict = repro_page.read_verdict(str(path))
+        assert set(verdict.fields) == {"claim", "paper", "tested", "settle"}, path
+        opening = re.match(r"\*\*(.+?)\*\*", verdict.summary).group(1).lower()
+        pairs = repro_page.tested_pairs(verdict, str(path))
+        assert pairs, path
+        for variant, better, other in pairs:
+            comparison = repro_page.load_family(str(folder / variant) if variant else str(folder))
+            word = repro_page.claim_verdict(comparison, better, other)["word"]
+            assert word in opening, (path, variant, better, other, word, opening)
+        assert len(verdict.summary.splitlines()) <= 8, f"{path}: the summary is a few lines; the rest is analysis"
+
+
+def test_every_link_of_the_generated_pages_resolves(tmp_path):
+    """The results page, its appendices (one folder down, so a verdict's links are rebased) and the
+    family pages link to files and anchors that exist."""
+    import re
+    import shutil
+
+    shutil.copytree(RESULTS, tmp_path / "results" / "reproduce")
+    page = Path(repro_page.write_page(str(tmp_path)))
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)}
+    pages = [page, *sorted((tmp_path / "results").glob("*.md"))]
+    assert len(pages) == 1 + len(list(RESULTS.glob("*/comparison.json")))
+    for path in pages:
+        for link in re.findall(r"\]\(([^)]+)\)", path.read_text(encoding="utf-8")):
+            if link.startswith(("http://", "https://")):
+                continue
+            target, _, anchor = link.partition("#")
+            resolved = (path.parent / target).resolve() if target else path
+            # a generated file, or a page of the repository's docs outside the generated tree
+            assert resolved.exists() or (REPO / "docs" / resolved.relative_to(tmp_path)).exists(), (path.name, link)
+            if anchor and resolved == page:
+                assert anchor in anchors, (path.name, link)

@@ -178,7 +178,7 @@ def test_page_is_generated_from_the_published_json(smoke):
     _, docs, _, _ = smoke
     fam = docs / "results" / "reproduce" / "mc_rnn"
     assert {"comparison.json", "mc_rnn_3-s1.json", "baseline-s1.json", "curves.png"} <= set(os.listdir(fam))
-    page = (docs / "results.md").read_text()
+    page = (docs / "results.md").read_text() + (docs / "results" / "mc_rnn.md").read_text()  # and its appendix
     r = json.loads((fam / "mc_rnn_3-s1.json").read_text())
     assert f"| MC-RNN-3 | `mc_rnn_iwslt_de_en_3` | {r['params'] / 1e6:.2f}M | 1 | 1 | {r['updates']} |" in page
     assert "python scripts/reproduce.py mc_rnn --scale cpu --systems mc_rnn_3 --max-epoch 1" in page
@@ -207,15 +207,16 @@ def test_page_is_generated_from_the_published_json(smoke):
     r["test"]["bleu"] = 42.42
     (fam / "mc_rnn_3-s1.json").write_text(json.dumps(r))
     run("--page-only", "--docs", docs)
-    row = next(line for line in (docs / "results.md").read_text().splitlines() if line.startswith("| MC-RNN-3 |"))
-    assert "| 42.42 |" in row
+    appendix = (docs / "results" / "mc_rnn.md").read_text().splitlines()
+    row = next(line for line in appendix if line.startswith("| MC-RNN-3 | `mc_rnn_iwslt_de_en_3` |"))
+    assert "| 42.42 |" in row  # the appendix's run table reads the run's JSON
 
 
 def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
     """parallel_cells (wide 1 vs wide 3 at the same total hidden size) on 300 English captions: the
     test perplexity is fairseq-eval-lm's, and equals the one recomputed from the per-sentence
     log-probabilities that the paired bootstrap resamples; wide 3 carries Section 4.1's cell-masking
-    table, whose unmasked perplexity is eval-lm's, and which a rerun adds to a run finished without it."""
+    table, whose unmasked perplexity is eval-lm's."""
     import math
 
     run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
@@ -253,15 +254,6 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
     assert list(m["groups"]) == ["copular verbs", "prepositions", "determiners and numerals", "colours", "people",
                                  "-ing verbs"]
     assert m["group_words"]["copular verbs"] == ["is", "are"]
-    # a run finished before the analysis existed gets it on the next run, without retraining
-    del r["cell_masking"]
-    res_path.write_text(json.dumps(r))
-    before = (fam / "wide3-s1" / "checkpoints" / "checkpoint_best.pt").stat().st_mtime_ns
-    p = run("parallel_cells", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval",
-            "24", "--width", "30", "--max-epoch", "1", "--systems", "wide3")
-    assert "wide3-s1: finished earlier; cell masking" in p.stdout + p.stderr
-    assert json.loads(res_path.read_text())["cell_masking"]["overall"] == pytest.approx(m["overall"], rel=1e-9)
-    assert (fam / "wide3-s1" / "checkpoints" / "checkpoint_best.pt").stat().st_mtime_ns == before
 
 
 def _teacher_forced_entropies(ckpt, bin_dir):
@@ -440,3 +432,17 @@ def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
     p = run("mc_rnn", "--out", tmp_path, "--variant", "../x", "--publish", check=False)
     assert p.stderr.strip().endswith("must be lower-case letters, digits, '_' and '.', not '../x'")
     assert not any(tmp_path.iterdir())
+
+
+def test_queued_runs_are_neither_trained_nor_waited_for(monkeypatch):
+    """``--publish --queued SYSTEM-sSEED,...`` publishes the finished runs while the named ones train
+    elsewhere: run_all trains every other (system, seed), in registry order, and none of the named."""
+    from fairseq_local_repro import families, run
+
+    family = families.FAMILIES["lattice"]
+    calls = []
+    monkeypatch.setattr(run, "run_system", lambda ctx, s, seed: calls.append(f"{s.name}-s{seed}") or {"seed": seed})
+    names = [s.name for s in family.systems]
+    results = run.run_all(None, family.systems, [1, 2], jobs=1, skip=[f"{names[0]}-s2", f"{names[-1]}-s2"])
+    assert calls == [f"{n}-s1" for n in names] + [f"{n}-s2" for n in names[1:-1]]
+    assert [r["seed"] for r in results] == [1] * len(names) + [2] * (len(names) - 2)

@@ -157,12 +157,12 @@ def _gen_log(path, ids, texts):
 def test_gen_text_corpus_order_and_lost_sentences(tmp_path):
     texts = ["zero", "one", "", "three", "four"]
     _gen_log(tmp_path / "g", [3, 0, 4, 2, 1], texts)
-    run(sys.executable, SCRIPTS / "lib" / "gen_text.py", tmp_path / "g", "H", tmp_path / "h")
+    run(sys.executable, "-m", "fairseq_local_repro.text.gen_text", tmp_path / "g", "H", tmp_path / "h")
     assert (tmp_path / "h").read_text().split("\n")[:-1] == texts  # best hypothesis, corpus order, empty kept
-    run(sys.executable, SCRIPTS / "lib" / "gen_text.py", tmp_path / "g", "T", tmp_path / "t")
+    run(sys.executable, "-m", "fairseq_local_repro.text.gen_text", tmp_path / "g", "T", tmp_path / "t")
     assert (tmp_path / "t").read_text().splitlines() == [f"ref {i}" for i in range(5)]
-    proc = run(sys.executable, SCRIPTS / "lib" / "gen_text.py", tmp_path / "g", "H", tmp_path / "x", "--expect", "6",
-               ok=False)
+    proc = run(sys.executable, "-m", "fairseq_local_repro.text.gen_text", tmp_path / "g", "H", tmp_path / "x",
+               "--expect", "6", ok=False)
     assert proc.returncode != 0 and "5 H- lines for 6 sentences (first missing id 5)" in proc.stderr
     assert not (tmp_path / "x").exists()
 

@@ -1,7 +1,6 @@
 """Stateful truncated-BPTT LM task: windows, state carried across batches == whole stream at once,
 fairseq-eval-lm perplexity == the same number, ensembles keep one state per model."""
 import math
-import sys
 
 import pytest
 import torch
@@ -15,8 +14,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
 from fairseq_local.tasks.stateful_language_modeling import BPTTState, supports_bptt_state
 
-sys.path.insert(0, str(REPO / "scripts" / "analysis"))
-import parallel_cells_ensemble as ensemble_cli  # noqa: E402
+from fairseq_local_repro.analysis import parallel_cells_ensemble as ensemble_cli
 
 USER_DIR = str(fairseq_local.__path__[0])
 TINY = ["--decoder-embed-dim", "6", "--decoder-hidden-size", "6", "--wide", "3", "--decoder-layers", "2",
@@ -71,7 +69,7 @@ def test_which_models_take_the_carried_state():
     from fairseq.models import FairseqLanguageModel
     from fairseq.models.lstm import LSTMDecoder
 
-    from fairseq_local.modules.recurrent_seq2seq import RecurrentLMDecoder
+    from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
 
     def lm_with(decoder_cls, flag=None):
         model = object.__new__(FairseqLanguageModel)

@@ -6,7 +6,7 @@ ending in a pad target), for every shard; the batches' fields; the window length
 the task's options, files, batch sizes, iterators and error messages; and the carried state through
 ``train_step`` / ``valid_step`` / ``eval_lm_dataloader`` with a tiny float64 recurrent LM whose
 loss over the windows equals its loss over whole rows read in one pass.  Every test takes well
-under a second (the first three: a few seconds each), so scripts/mutation.sh can sweep the module.
+under a second (the first three: a few seconds each), so tests/mutation/mutation.sh can sweep the module.
 """
 import logging
 import types

@@ -22,7 +22,6 @@ an edge with i >= j, a duplicate edge, a node unreachable from v_0 or not reachi
 primary path that is not a path of the lattice.  Every error is a one-line ``LatticeError``
 naming the file and line (``path:line: message``).
 """
-import os
 import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -263,19 +262,6 @@ def read_lattices(path: str) -> List[Lattice]:
         return [Lattice.from_line(line, f"{path}:{n}") for n, line in enumerate(f, 1)]
 
 
-def atomic_write_lines(path: str, lines: Iterable[str]):
-    """Write lines to ``path`` through a temporary file and ``os.replace`` (no partial output)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line + "\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 # ------------------------------------------------------------------------------------------------
 # segmenters (all work offline from their pip packages)
 # ------------------------------------------------------------------------------------------------
@@ -344,66 +330,3 @@ class LatticeBuilder:
 
     def __call__(self, sentence: str, where: str = "") -> Lattice:
         return merge_tokenizations(sentence, self.tokenize(sentence, where), where)
-
-
-# ------------------------------------------------------------------------------------------------
-# parallel building (scripts/build_lattices.py); workers live here so that they can be pickled
-# ------------------------------------------------------------------------------------------------
-_WORKER_BUILDER = None
-
-
-def init_builder_worker(names):
-    """Pool initializer: each worker process loads the segmenters once."""
-    global _WORKER_BUILDER
-    _WORKER_BUILDER = LatticeBuilder(names)
-
-
-def build_item(item):
-    where, line = item
-    try:
-        return True, _WORKER_BUILDER(line, where).to_line()
-    except LatticeError as e:
-        return False, str(e)
-
-
-def merge_item(item):
-    n, raw_where, raw, named = item
-    try:
-        if raw is not None and not raw.strip():
-            raise LatticeError(f"{raw_where}: empty line")
-        for path, toks in named:
-            if not toks:
-                raise LatticeError(f"{path}:{n}: empty line")
-        sentence = raw if raw is not None else "".join(named[0][1])
-        chars = sentence_chars(sentence)
-        for path, toks in named:  # a mismatch names the tokenized file and line
-            tokenization_edges(chars, toks, f"{path}:{n}")
-        return True, merge_tokenizations(sentence, [t for _, t in named], raw_where).to_line()
-    except LatticeError as e:
-        return False, str(e)
-
-
-def parallel_map(fn, items, workers: int = 1, initializer=None, initargs=()):
-    """Map ``fn`` (returning ``(ok, line or error)``) over ``items`` in order, in ``workers``
-    processes, with a tqdm progress bar; the first error is raised as a LatticeError."""
-    import multiprocessing as mp
-    import sys
-
-    from tqdm import tqdm
-
-    def results():
-        if workers <= 1:
-            if initializer:
-                initializer(*initargs)
-            yield from map(fn, items)
-        else:
-            with mp.get_context("fork").Pool(workers, initializer=initializer, initargs=initargs) as pool:
-                yield from pool.imap(fn, items, chunksize=32)
-
-    out = []
-    for ok, line in tqdm(results(), total=len(items), desc="lattices", unit="sent", file=sys.stderr,
-                         mininterval=1.0, disable=len(items) < 1000):
-        if not ok:
-            raise LatticeError(line)
-        out.append(line)
-    return out

@@ -9,22 +9,43 @@ with one packed int vector per sentence (``Lattice.pack``)::
 ``{split}.{src}-{tgt}.{src}.nchars.npy`` holding N per sentence (batching is by characters, as in
 the paper).  The target side is what ``fairseq-preprocess`` writes.
 
-``collate_lattices`` pads a batch into per-node tensors over node positions 0..T (T = the longest
-sentence's N), K = the largest in-degree (out-degree) in the batch:
+``collate_lattices`` pads a batch into a :class:`LatticeBatch` of per-node tensors over node
+positions 0..T (T = the longest sentence's N), K = the largest in-degree (out-degree) in the batch,
+and returns ``{"lattice": LatticeBatch, "src_tokens", "src_lengths"}`` (a sample's ``net_input``):
 
-* ``lat_in_words / lat_in_prev / lat_in_mask`` ``B x (T+1) x K``: for node v_t, the word ids and
-  start nodes of its incoming edges (ordered by start node, as in the paper) and a validity mask;
-* ``lat_out_words / lat_out_next / lat_out_mask``: the same for outgoing edges (backward encoder);
+* ``in_words / in_prev / in_mask`` ``B x (T+1) x K``: for node v_t, the word ids and start nodes of
+  its incoming edges (ordered by start node, as in the paper) and a validity mask;
+* ``out_words / out_next / out_mask``: the same for outgoing edges (backward encoder);
 * ``src_tokens`` / ``src_lengths``: the primary path's word ids (padded on the left when
   ``left_pad``), read by word-level baselines and by fairseq's generator for length limits.
 """
-from typing import List, Sequence
+from typing import List, NamedTuple, Sequence
 
 import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
+from torch import Tensor
 
 from fairseq_local.data.lattice import unpack
+
+
+class LatticeBatch(NamedTuple):
+    """A batch of lattices as per-node tensors, ``B x (T+1) x K`` each (see the module docstring)."""
+
+    in_words: Tensor  # word ids of the edges entering node t
+    in_prev: Tensor  # their start nodes
+    in_mask: Tensor  # which of the K slots hold an edge
+    out_words: Tensor  # word ids of the edges leaving node t
+    out_next: Tensor  # their end nodes
+    out_mask: Tensor
+
+    @classmethod
+    def of(cls, value) -> "LatticeBatch":
+        """``value`` as a LatticeBatch: fairseq's sample helpers (``move_to_cuda``) turn it into a plain tuple."""
+        return value if isinstance(value, cls) else cls(*value)
+
+    def to(self, device) -> "LatticeBatch":
+        return LatticeBatch(*(t.to(device) for t in self))
 
 
 class LatticeDataset(FairseqDataset):
@@ -68,8 +89,8 @@ def collate_lattices(lattices: Sequence[torch.Tensor], pad_idx: int, left_pad: b
     for n, s, e, w, _ in unpacked:
         in_groups.append(_pad_node_edges(e, s, w, s))  # incoming: by end node, slots by start
         out_groups.append(_pad_node_edges(s, e, w, s))  # outgoing: by start node
-    out = {}
-    for name, groups, other in (("in", in_groups, "prev"), ("out", out_groups, "next")):
+    tensors = []
+    for groups in (in_groups, out_groups):
         # an empty lattice (an empty fairseq-interactive input line) has no edges
         K = max((int(g[1].max()) + 1 for g in groups if len(g[1])), default=1)
         words = torch.full((bsz, T + 1, K), pad_idx, dtype=torch.long)
@@ -80,11 +101,11 @@ def collate_lattices(lattices: Sequence[torch.Tensor], pad_idx: int, left_pad: b
             words[b, node, slot] = torch.from_numpy(wid)
             nodes[b, node, slot] = torch.from_numpy(oth)
             mask[b, node, slot] = True
-        out[f"lat_{name}_words"], out[f"lat_{name}_{other}"], out[f"lat_{name}_mask"] = words, nodes, mask
+        tensors += [words, nodes, mask]
     paths = [torch.from_numpy(w[p]) for _, _, _, w, p in unpacked]
-    out["src_tokens"] = data_utils.collate_tokens(paths, pad_idx, left_pad=left_pad)
-    out["src_lengths"] = torch.tensor([len(p) for p in paths], dtype=torch.long)
-    return out
+    return {"lattice": LatticeBatch(*tensors),
+            "src_tokens": data_utils.collate_tokens(paths, pad_idx, left_pad=left_pad),
+            "src_lengths": torch.tensor([len(p) for p in paths], dtype=torch.long)}
 
 
 class LatticePairDataset(FairseqDataset):
@@ -190,5 +211,5 @@ def lattice_dataset_from(lattices, src_dict) -> LatticeDataset:
                           np.array([0 if lat is None else lat.n_chars for lat in lattices], dtype=np.int64))
 
 
-__all__ = ["LatticeDataset", "LatticePairDataset", "collate_lattices", "load_lattice_dataset",
+__all__ = ["LatticeBatch", "LatticeDataset", "LatticePairDataset", "collate_lattices", "load_lattice_dataset",
            "pack_lattices", "lattice_dataset_from"]

@@ -16,10 +16,11 @@ pseudo-words built from syllables, so BPE has real sub-word structure to find.
     >>> c = SyntheticTranslationCorpus(seed=0)
     >>> src, tgt = c.sample(1)[0]
 """
-import argparse
 import os
 import random
 from typing import List, Tuple
+
+from fairseq_local.file_io import write_lines
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
@@ -92,25 +93,4 @@ def write_corpus(out_dir: str, sizes=(("train", 4000), ("valid", 200), ("test", 
     for split, n in sizes:
         pairs = corpus.sample(n)
         for side, idx in ((src, 0), (tgt, 1)):
-            path = os.path.join(out_dir, f"{split}.{side}")
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                f.writelines(p[idx] + "\n" for p in pairs)
-            os.replace(path + ".tmp", path)
-
-
-def cli_main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out_dir")
-    p.add_argument("--train", type=int, default=4000)
-    p.add_argument("--valid", type=int, default=200)
-    p.add_argument("--test", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
-    for opt in ("train", "valid", "test"):
-        if getattr(a, opt) < 1:
-            p.error(f"--{opt} must be >= 1")
-    write_corpus(a.out_dir, (("train", a.train), ("valid", a.valid), ("test", a.test)), a.seed)
-
-
-if __name__ == "__main__":
-    cli_main()
+            write_lines(os.path.join(out_dir, f"{split}.{side}"), (p[idx] for p in pairs))

@@ -11,7 +11,7 @@ readings of Section 4 that differ in size only (see ``dpn_s2s_iwslt_de_en`` for 
 
 The building blocks live in ``fairseq_local/modules/dpn_paths.py`` and ``dpn_gate.py``. The
 baselines of Tables 1-2 (wider/deeper CNN and SAN) are archs of fairseq's ``fconv`` and
-``transformer`` models registered at the end of this file.
+``transformer`` models in :mod:`fairseq_local.models.baselines`.
 """
 import math
 from dataclasses import dataclass, field
@@ -27,13 +27,11 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
-from fairseq.models.fconv import base_architecture as fconv_base_architecture
-from fairseq.models.transformer import base_architecture as transformer_base_architecture
 from fairseq.modules import FairseqDropout, PositionalEmbedding
-from fairseq.utils import safe_getattr
 from torch import Tensor, nn
 
 from fairseq_local.config_checks import check_divides, check_sizes
+from fairseq_local.models.arch_defaults import register_arch, set_defaults
 from fairseq_local.modules.dpn_gate import DPNGate
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
 
@@ -328,11 +326,6 @@ class DPNS2SModel(FairseqEncoderDecoderModel):
 # architectures: they only fill defaults, so command-line values win; the arch "dpn_s2s" itself
 # (registered by @register_model) takes the DPNS2SConfig defaults, i.e. the IWSLT14 model.
 # ------------------------------------------------------------------------------------------------
-def _setdefault(args, **defaults):
-    for k, v in defaults.items():
-        setattr(args, k, safe_getattr(args, k, v))
-
-
 @register_model_architecture("dpn_s2s", "dpn_s2s_iwslt_de_en")
 def dpn_s2s_iwslt_de_en(args):
     """IWSLT14 De-En (Section 4.2, Table 1): 4 CNN layers of 256, 2 SAN layers 256/1024, emb 256, dropout 0.1.
@@ -358,10 +351,10 @@ def dpn_s2s_iwslt_de_en(args):
     and sharing the position tables of encoder and decoder (-0.26M) has no support in the paper or
     the code. The scalar gates of Eq. 9-10 (W in R^{2d}) are as the paper states; the authors' code
     has a d x d gate module but never builds it."""
-    _setdefault(args, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256, encoder_conv_layers=4,
-                decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256, encoder_san_layers=2,
-                decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024,
-                decoder_output_embed="tied", san_cross_attention="shared", cnn_path_projections="auto")
+    set_defaults(args, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256, encoder_conv_layers=4,
+                 decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256, encoder_san_layers=2,
+                 decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024,
+                 decoder_output_embed="tied", san_cross_attention="shared", cnn_path_projections="auto")
 
 
 @register_model_architecture("dpn_s2s", "dpn_s2s_nist_zh_en")
@@ -373,8 +366,8 @@ def dpn_s2s_nist_zh_en(args):
     widths (57.91M / 76.93M with tied target embeddings). The paper calls the three "approximately
     similar"; no reading of the embeddings makes them so (the SAN body alone, 6 + 6 layers of 512,
     is 44M), so the widths stay as stated and docs/dpn_s2s.md lists the sizes."""
-    _setdefault(args, dropout=0.2, encoder_conv_layers=12, decoder_conv_layers=12, encoder_san_layers=6,
-                decoder_san_layers=6)
+    set_defaults(args, dropout=0.2, encoder_conv_layers=12, decoder_conv_layers=12, encoder_san_layers=6,
+                 decoder_san_layers=6)
     dpn_s2s_iwslt_de_en(args)
 
 
@@ -392,65 +385,6 @@ _ABLATIONS = {
 }
 
 
-def _ablation(enc, dec):
-    def arch(args):
-        _setdefault(args, encoder_paths=enc, decoder_paths=dec)
-        dpn_s2s_iwslt_de_en(args)
-
-    return arch
-
-
 for _m, (_enc, _dec) in _ABLATIONS.items():
-    _fn = _ablation(_enc, _dec)
-    _fn.__name__ = f"dpn_s2s_m{_m}"
-    _fn.__doc__ = f"Table 4 row M{_m}: encoder paths {_enc}, decoder paths {_dec}."
-    register_model_architecture("dpn_s2s", f"dpn_s2s_m{_m}")(_fn)
-
-
-# Tables 1-2 baselines as fairseq fconv / transformer archs (Section 4.2)
-@register_model_architecture("fconv", "dpn_baseline_wider_cnn_iwslt")
-def dpn_baseline_wider_cnn_iwslt(args):
-    """Table 1 'Wider CNN': ConvS2S with 4 layers of 512 units."""
-    _setdefault(args, encoder_embed_dim=256, decoder_embed_dim=256, decoder_out_embed_dim=256, dropout=0.1,
-                encoder_layers="[(512, 3)] * 4", decoder_layers="[(512, 3)] * 4")
-    fconv_base_architecture(args)
-
-
-@register_model_architecture("fconv", "dpn_baseline_deeper_cnn_iwslt")
-def dpn_baseline_deeper_cnn_iwslt(args):
-    """Table 1 'Deeper CNN': ConvS2S with 8 layers of 256 units."""
-    _setdefault(args, encoder_layers="[(256, 3)] * 8", decoder_layers="[(256, 3)] * 8")
-    dpn_baseline_wider_cnn_iwslt(args)
-
-
-@register_model_architecture("fconv", "dpn_baseline_cnn_nist")
-def dpn_baseline_cnn_nist(args):
-    """Table 2 'CNN': ConvS2S with 12 layers of 512 units, dropout 0.2."""
-    _setdefault(args, dropout=0.2, encoder_layers="[(512, 3)] * 12", decoder_layers="[(512, 3)] * 12")
-    dpn_baseline_wider_cnn_iwslt(args)
-
-
-@register_model_architecture("transformer", "dpn_baseline_wider_san_iwslt")
-def dpn_baseline_wider_san_iwslt(args):
-    """Table 1 'Wider SAN': Transformer with 2 layers of 512 (filter 2048, 8 heads); learned positions,
-    which reproduce Table 1's parameter counts (27.08M / 13.56M vs 27.06M / 13.54M)."""
-    _setdefault(args, encoder_embed_dim=512, decoder_embed_dim=512, encoder_ffn_embed_dim=2048,
-                decoder_ffn_embed_dim=2048, encoder_attention_heads=8, decoder_attention_heads=8,
-                encoder_layers=2, decoder_layers=2, dropout=0.1, encoder_learned_pos=True, decoder_learned_pos=True)
-    transformer_base_architecture(args)
-
-
-@register_model_architecture("transformer", "dpn_baseline_deeper_san_iwslt")
-def dpn_baseline_deeper_san_iwslt(args):
-    """Table 1 'Deeper SAN': Transformer with 4 layers of 256 (filter 1024, 4 heads)."""
-    _setdefault(args, encoder_embed_dim=256, decoder_embed_dim=256, encoder_ffn_embed_dim=1024,
-                decoder_ffn_embed_dim=1024, encoder_attention_heads=4, decoder_attention_heads=4,
-                encoder_layers=4, decoder_layers=4)
-    dpn_baseline_wider_san_iwslt(args)
-
-
-@register_model_architecture("transformer", "dpn_baseline_san_nist")
-def dpn_baseline_san_nist(args):
-    """Table 2 'SAN': Transformer with 6 layers of 512, filter 2048, dropout 0.2."""
-    _setdefault(args, encoder_layers=6, decoder_layers=6, dropout=0.2)
-    dpn_baseline_wider_san_iwslt(args)
+    register_arch("dpn_s2s", f"dpn_s2s_m{_m}", f"Table 4 row M{_m}: encoder paths {_enc}, decoder paths {_dec}.",
+                  base=dpn_s2s_iwslt_de_en, encoder_paths=_enc, decoder_paths=_dec)

@@ -35,10 +35,10 @@ from fairseq.models import (
     register_model_architecture,
 )
 from fairseq.modules import AdaptiveSoftmax, FairseqDropout
-from fairseq.utils import safe_getattr
 from torch import Tensor
 
 from fairseq_local.config_checks import check_sizes
+from fairseq_local.models.arch_defaults import set_defaults
 from fairseq_local.modules.gencnn_layers import GenCNNBody, parse_layers
 
 logger = logging.getLogger(__name__)
@@ -252,38 +252,33 @@ def load_word2vec(path: str, dictionary, embedding: nn.Embedding) -> int:
 
 
 # -------------------------------------------------------------------------------------------
-def _defaults(args, **values):
-    for key, value in values.items():
-        setattr(args, key, safe_getattr(args, key, value))
-
-
 @register_model_architecture("gencnn", "gencnn_paper")
 def gencnn_paper(args):
     """Section 4.1 (Table 2 PTB row and Table 3 'genCNN')."""
-    _defaults(args, decoder_embed_dim=100, alpha_length=30, beta_length=20,
-              alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
-              beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", gencnn_gate="gating", fc_dim=400,
-              conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
-              embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
-              max_target_positions=100000)
+    set_defaults(args, decoder_embed_dim=100, alpha_length=30, beta_length=20,
+                 alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
+                 beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", gencnn_gate="gating", fc_dim=400,
+                 conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
+                 embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
+                 max_target_positions=100000)
 
 
 @register_model_architecture("gencnn", "gencnn_time_arrow_only")
 def gencnn_time_arrow_only(args):
     """Table 3 'TIME-ARROW only' (same number of feature maps)."""
-    _defaults(args, alpha_map_kinds="time_arrow")
+    set_defaults(args, alpha_map_kinds="time_arrow")
     gencnn_paper(args)
 
 
 @register_model_architecture("gencnn", "gencnn_time_flow_only")
 def gencnn_time_flow_only(args):
     """Table 3 'TIME-FLOW only' (same number of feature maps)."""
-    _defaults(args, alpha_map_kinds="time_flow")
+    set_defaults(args, alpha_map_kinds="time_flow")
     gencnn_paper(args)
 
 
 @register_model_architecture("gencnn", "gencnn_alpha_only")
 def gencnn_alpha_only(args):
     """Table 3 'αCNN only' (L_α = 30, no βCNN)."""
-    _defaults(args, no_beta=True)
+    set_defaults(args, no_beta=True)
     gencnn_paper(args)

@@ -7,30 +7,23 @@ edges of a batch at each character position); the decoder is the shared
 :class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentAttentionDecoder` with GRU layers,
 initialised with tanh(W [f(N); g(0)]) and attending over the per-segment annotations.
 
-Baselines with the same decoder are archs of the shared ``rnnsearch`` model registered here:
-``rnnsearch_zh_word`` (RNNSearch over one segmentation) and ``rnnsearch_zh_char`` (over
-characters).  Under ``--task lattice_translation`` they read ``src_tokens`` = the lattice's primary
-path, so train them on chain lattices of one segmenter (or of ``char``) built by
-scripts/build_lattices.py.
+The RNNSearch baselines with the same decoder (``rnnsearch_zh_word``, ``rnnsearch_zh_char``) are
+in :mod:`fairseq_local.models.baselines`.
 """
 from dataclasses import dataclass, field
+from typing import Optional
 
-from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig  # registers ``rnnsearch`` before our archs
 from fairseq_local.modules.fast_path import set_rnn_impl
 from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeGRU
-from fairseq_local.modules.recurrent_seq2seq import (
-    Embedding,
-    RecurrentAttentionDecoder,
-    RecurrentEncoder,
-    fill_defaults,
-)
+from fairseq_local.models.arch_defaults import fill_defaults, register_arch
+from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.config_checks import check_sizes
+from fairseq_local.data.lattice_dataset import LatticeBatch
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
-
-LATTICE_KEYS = ("lat_in_words", "lat_in_prev", "lat_in_mask", "lat_out_words", "lat_out_next", "lat_out_mask")
 
 
 @dataclass
@@ -62,12 +55,11 @@ class LatticeGRUEncoder(FairseqEncoder):
         self.output_dim = 2 * hidden_size
         self.max_source_positions = max_positions
 
-    def forward(self, src_tokens, src_lengths=None, return_extras=False, **lattice):
-        missing = [k for k in LATTICE_KEYS if lattice.get(k) is None]
-        if missing:
-            raise ValueError(f"the lattice encoder needs --task lattice_translation (missing {', '.join(missing)})")
+    def forward(self, src_tokens, src_lengths=None, lattice: Optional[LatticeBatch] = None, return_extras=False):
+        if lattice is None:
+            raise ValueError("the lattice encoder needs --task lattice_translation (missing the lattice batch)")
         anno, pad, final, extras = self.lattice(
-            self.embed_tokens, *[lattice[k] for k in LATTICE_KEYS], embed_dropout=self.dropout_in_module,
+            self.embed_tokens, *LatticeBatch.of(lattice), embed_dropout=self.dropout_in_module,
             record_gates=return_extras)
         out = {
             "encoder_out": [self.dropout_out_module(anno)],
@@ -130,28 +122,11 @@ PAPER = dict(cell="gru", encoder_layers=1, decoder_layers=1, encoder_embed_dim=3
 
 
 def _lattice_arch(name, variant, composition, doc):
-    def arch(args):
-        fill_defaults(args, LatticeRNNSearchConfig, lattice_variant=variant, lattice_composition=composition,
-                      **PAPER)
-
-    arch.__doc__ = doc
-    arch.__name__ = name
-    return register_model_architecture("lattice_rnnsearch", name)(arch)
+    return register_arch("lattice_rnnsearch", name, doc, config=LatticeRNNSearchConfig, lattice_variant=variant,
+                         lattice_composition=composition, **PAPER)
 
 
 lattice_swl_pooling = _lattice_arch("lattice_swl_pooling", "swl", "pooling", "Table 1: SWL-GRU + Pooling.")
 lattice_swl_gating = _lattice_arch("lattice_swl_gating", "swl", "gating", "Table 1: SWL-GRU + Gating.")
 lattice_dwl_pooling = _lattice_arch("lattice_dwl_pooling", "dwl", "pooling", "Table 1: DWL-GRU + Pooling.")
 lattice_dwl_gating = _lattice_arch("lattice_dwl_gating", "dwl", "gating", "Table 1: DWL-GRU + Gating (best).")
-
-
-@register_model_architecture("rnnsearch", "rnnsearch_zh_word")
-def rnnsearch_zh_word(args):
-    """Table 1 RNNSearch on one segmentation (CTB/PKU/MSR rows): same sizes and decoder as LatticeNMT."""
-    fill_defaults(args, RNNSearchConfig, **PAPER)
-
-
-@register_model_architecture("rnnsearch", "rnnsearch_zh_char")
-def rnnsearch_zh_char(args):
-    """Table 1 character-level RNNSearch (Char row): the same network over character chains."""
-    fill_defaults(args, RNNSearchConfig, **PAPER)

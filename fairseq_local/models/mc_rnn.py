@@ -27,7 +27,7 @@ from fairseq_local.modules.multi_channel_rnn import (
     MultiChannelRNNLayer,
 )
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
-from fairseq_local.modules.recurrent_seq2seq import fill_defaults, set_defaults
+from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
 
 
 @dataclass
@@ -101,14 +101,8 @@ TABLE_ROW_DEFAULTS = dict(mc_weight_space="gates", mc_init_state="all")
 
 
 def _mc_arch(name, base, channels, doc):
-    def arch(args):
-        set_defaults(args, mc_channels=channels, **TABLE_ROW_DEFAULTS)
-        base(args)
-        fill_defaults(args, MCRNNConfig)
-
-    arch.__doc__ = doc
-    arch.__name__ = name
-    return register_model_architecture("mc_rnn", name)(arch)
+    return register_arch("mc_rnn", name, doc, config=MCRNNConfig, base=base, mc_channels=channels,
+                         **TABLE_ROW_DEFAULTS)
 
 
 mc_rnn_iwslt_de_en_2 = _mc_arch("mc_rnn_iwslt_de_en_2", rnnsearch_iwslt_de_en, 2, "Table 2/5: MC-RNN-2, IWSLT14 De-En.")

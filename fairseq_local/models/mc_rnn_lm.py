@@ -1,7 +1,7 @@
 """MC-RNN language model (Xu et al., AAAI 2019, Section 4.3, Table 4).
 
 A decoder-only stack of :class:`~fairseq_local.modules.multi_channel_rnn.MultiChannelRNNLayer`
-(:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`) with the AWD-LSTM
+(:class:`~fairseq_local.modules.recurrent_lm_decoder.RecurrentLMDecoder`) with the AWD-LSTM
 regularisation the paper adopts (Merity, Keskar and Socher, ICLR 2018): DropConnect on the
 hidden-to-hidden matrices of every layer (W_hh, or the W_j with ``--mc-weight-space gates``;
 ``--weight-dropout``), word-level embedding dropout
@@ -29,7 +29,9 @@ from fairseq_local.config_checks import check_sizes
 from fairseq_local.models.mc_rnn import check_mc_options
 from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
-from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
+from fairseq_local.models.arch_defaults import fill_defaults
+from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
+from fairseq_local.modules.recurrent_seq2seq import Embedding
 from fairseq_local.modules.torch_rnn_layer import check_cell_type
 
 

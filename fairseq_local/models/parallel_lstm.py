@@ -27,7 +27,7 @@ from fairseq.models import register_model, register_model_architecture
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer, bidirectional_parallel_cells
-from fairseq_local.modules.recurrent_seq2seq import fill_defaults
+from fairseq_local.models.arch_defaults import fill_defaults
 
 CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
 

@@ -1,7 +1,7 @@
 """Parallel-cell LSTM language model (Zhu et al., "Going Wider", Section 3.1, Tables 1-2).
 
 A stack of :class:`~fairseq_local.modules.parallel_cell_rnn.ParallelCellRNNLayer` (``--wide`` cells
-per layer) on the generic :class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`,
+per layer) on the generic :class:`~fairseq_local.modules.recurrent_lm_decoder.RecurrentLMDecoder`,
 regularised as Zaremba et al. (2014): dropout on the non-recurrent connections (embeddings, between
 layers, before the softmax; per-element masks, or ``--variational-dropout`` for one mask per
 sequence), every parameter initialised uniformly in [-init_scale, init_scale].
@@ -35,7 +35,9 @@ from fairseq.modules import FairseqDropout
 from fairseq_local.config_checks import check_divides, check_sizes
 from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
-from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentLMDecoder, fill_defaults
+from fairseq_local.models.arch_defaults import fill_defaults, register_arch
+from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
+from fairseq_local.modules.recurrent_seq2seq import Embedding
 
 CELL_CHOICES = ChoiceEnum(["lstm", "gru", "rnn"])
 CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
@@ -123,13 +125,11 @@ def table2_hidden_size(wide: int) -> int:
 
 
 def _register_table2(wide):
-    @register_model_architecture("parallel_lstm_lm", f"parallel_lstm_lm_1950h_wide{wide}")
-    def arch(args):
-        m = table2_hidden_size(wide)
-        fill_defaults(args, ParallelLSTMLMConfig, wide=wide, decoder_hidden_size=m,
-                      decoder_embed_dim=m, decoder_layers=2, dropout=0.65, init_scale=0.04, cell_input="slice")
-
-    return arch
+    m = table2_hidden_size(wide)
+    return register_arch("parallel_lstm_lm", f"parallel_lstm_lm_1950h_wide{wide}",
+                         f"Table 2: 2 layers x {m} units in {wide} parallel cells.", config=ParallelLSTMLMConfig,
+                         wide=wide, decoder_hidden_size=m, decoder_embed_dim=m, decoder_layers=2, dropout=0.65,
+                         init_scale=0.04, cell_input="slice")
 
 
 TABLE2_ARCHS: Dict[int, object] = {w: _register_table2(w) for w in PAPER_LM_WIDES}

@@ -13,13 +13,8 @@ from typing import Optional
 
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 
-from fairseq_local.modules.recurrent_seq2seq import (
-    Embedding,
-    RecurrentAttentionDecoder,
-    RecurrentEncoder,
-    fill_defaults,
-    set_defaults,
-)
+from fairseq_local.models.arch_defaults import fill_defaults, set_defaults
+from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.config_checks import check_sizes
 from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer, check_cell_type

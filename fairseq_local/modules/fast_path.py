@@ -24,7 +24,7 @@ method* (the function object of the layer's class, with the layer as its first a
 it on padded inputs, so the two paths cannot drift apart: there is no second copy of any equation.
 The decoders' step loops (:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentAttentionDecoder`'s
 input-feeding loop, which beam search runs once per generated token, and
-:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder`'s layer stack) are scans too;
+:class:`~fairseq_local.modules.recurrent_lm_decoder.RecurrentLMDecoder`'s layer stack) are scans too;
 inside them the layers run their eager code, which is traced into the decoder's graph.
 
 **A bounded number of compiled variants.**  Compiling is slow (seconds on CPU, tens of seconds for
@@ -41,6 +41,9 @@ unchanged; the padded outputs are sliced away):
   costs little on a launch-bound GPU; padding time costs sequential steps, hence finer time buckets.
 * other lengths a scan depends on (the source length seen by a decoder's attention) are padded
   with :func:`length_bucket` by the caller (the attention masks the padded source positions).
+* the lattice GRU's level loop (:class:`~fairseq_local.modules.lattice_gru.LatticeGRU`) advances
+  one topological level per step: its levels are padded like time and each level's edges and nodes
+  to the batch bucket of the widest level (:func:`~fairseq_local.modules.lattice_gru.pad_levels`).
 
 Every distinct (function, shapes, dtype, device, grad mode, train/eval, autocast) combination is
 one *variant*, recorded in :func:`variants` (so tests and ``scripts/bench.py`` can count them and

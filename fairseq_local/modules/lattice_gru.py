@@ -42,6 +42,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_local.modules import fast_path
+from fairseq_local.modules.fast_path import FastPathMixin
+
 VARIANTS = ("swl", "dwl")
 COMPOSITIONS = ("pooling", "gating")
 
@@ -66,6 +69,7 @@ class Schedule(NamedTuple):
     # and, for each edge, its row in the concatenation of those steps' outputs
     sources: List[Tuple[List[int], Tensor]]
     edge_local: Tensor  # E: edge_node minus the first node of the edge's step
+    edge_pred: Tensor  # E: index of the node the edge leaves (into node_*), -1 for v_0
 
 
 def _node_levels(pred: np.ndarray, edge_node: np.ndarray, node_start: np.ndarray) -> np.ndarray:
@@ -135,31 +139,89 @@ def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
     edge_index = torch.from_numpy(edge_order).to(device)
     node_index = torch.from_numpy(node_order).to(device)
     edge_local = torch.from_numpy(new_node - n_end[step_of_edge]).to(device)
+    edge_pred = torch.from_numpy(np.where(pr < 0, -1, rank[np.maximum(pr, 0)])).to(device)
     return Schedule(b_e[edge_index], other_e[edge_index], words.transpose(0, 1)[p_e, b_e, k_e][edge_index],
                     torch.from_numpy(new_node).to(device), b_n[node_index], p_n[node_index], steps, sources,
-                    edge_local)
+                    edge_local, edge_pred)
 
 
-def compose(v: Tensor, local: Tensor, n: int, gate: Optional[nn.Linear]) -> Tuple[Tensor, Optional[Tensor]]:
+class PaddedLevels(NamedTuple):
+    """A ``Schedule`` laid out for the compiled level scan: ``L`` levels padded to ``Lp`` (chunks of
+    at most ``TIME_BUCKETS[-1]`` levels, each padded to a time bucket), and each level's edges and
+    nodes padded to ``W`` slots, ``W`` the batch bucket of the widest level's edge count (a level
+    has at least as many edges as nodes, so one width serves both).  States live in one buffer of
+    ``1 + Lp * W`` rows: row 0 is the zero initial state, row ``1 + s * W + j`` the state of node
+    slot ``j`` of level ``s``.  Padded edge slots read row 0 and are composed into node slot
+    ``W - 1``, which is padding whenever a level has a padded edge slot (it then has fewer than
+    ``W`` edges, so fewer than ``W`` nodes); padded levels and node slots write rows that no real
+    edge reads, so real states are the same as in the eager loop."""
+
+    width: int  # W
+    chunks: List[Tuple[int, int]]  # [start, stop) of each compiled call, in padded levels
+    edge_slot: Tensor  # E: the edge's slot s * W + j
+    node_slot: Tensor  # Nn: the node's slot s * W + j (its state buffer row is 1 + node_slot)
+    pre_row: Tensor  # Lp x W: state buffer row of each edge slot's preceding state
+    local: Tensor  # Lp x W: node slot (0..W-1) each edge slot is composed into
+    write_row: Tensor  # Lp x W: state buffer row of each node slot
+
+
+def pad_levels(sched: Schedule) -> PaddedLevels:
+    """Lay a schedule out in the padded ``Lp x W`` level grid of ``PaddedLevels``: the number of
+    compiled variants is bounded by the time buckets times the width buckets
+    (``fairseq_local.modules.fast_path``)."""
+    steps = sched.steps
+    device = sched.edge_local.device
+    width = fast_path.batch_bucket(max(e1 - e0 for _, e0, e1, _, _ in steps))
+    chunks = [(start, start + fast_path.time_bucket(stop - start))
+              for start, stop in fast_path.time_chunks(len(steps))]
+    n_levels = chunks[-1][1]
+
+    def slots(bounds: List[Tuple[int, int]]) -> Tensor:
+        counts = torch.tensor([b - a for a, b in bounds])
+        first = torch.tensor([a for a, _ in bounds])
+        level = torch.repeat_interleave(torch.arange(len(bounds)), counts)
+        return (level * width + torch.arange(int(counts.sum())) - first[level]).to(device)
+
+    edge_slot = slots([(e0, e1) for _, e0, e1, _, _ in steps])
+    node_slot = slots([(n0, n1) for _, _, _, n0, n1 in steps])
+    pred = sched.edge_pred
+    pre = torch.where(pred < 0, 0, 1 + node_slot[pred.clamp(min=0)])
+    grid = n_levels * width
+    pre_row = torch.zeros(grid, dtype=torch.long, device=device).index_copy(0, edge_slot, pre)
+    local = torch.full((grid,), width - 1, dtype=torch.long, device=device).index_copy(0, edge_slot, sched.edge_local)
+    write_row = torch.arange(1, grid + 1, device=device)
+    return PaddedLevels(width, chunks, edge_slot, node_slot, pre_row.view(n_levels, width),
+                        local.view(n_levels, width), write_row.view(n_levels, width))
+
+
+def compose(v: Tensor, local: Tensor, n: int, gate: Optional[nn.Linear],
+            padded: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
     """Eq. 21 (gate given) or max pooling over the rows of ``v`` grouped by ``local`` (0..n-1).
 
-    Returns the n composed vectors and, for gating, each row's normalised weight.
+    Returns the n composed vectors and, for gating, each row's normalised weight.  ``padded``: rows
+    and groups are padded slots (``PaddedLevels``), so n rows are not one row per group.
     """
+    identity = n == v.size(0) and not padded  # one edge per node (rows are sorted by node)
     if gate is None:
-        if n == v.size(0):  # one edge per node (rows are sorted by node): identity
+        if identity:
             return v, None
         idx = local.unsqueeze(1).expand_as(v)
         return v.new_zeros(n, v.size(1)).scatter_reduce(0, idx, v, "amax", include_self=False), None
     a = torch.sigmoid(gate(v)).squeeze(1)
     denom = a.new_zeros(n).index_add(0, local, a)
     w = a / denom[local]
-    if n == v.size(0):
+    if identity:
         return w.unsqueeze(1) * v, w
     return v.new_zeros(n, v.size(1)).index_add(0, local, w.unsqueeze(1) * v), w
 
 
-class LatticeGRU(nn.Module):
-    """One direction of an SWL-/DWL-GRU with pooling or gating composition."""
+class LatticeGRU(FastPathMixin, nn.Module):
+    """One direction of an SWL-/DWL-GRU with pooling or gating composition.
+
+    ``--rnn-impl`` (``fairseq_local.modules.fast_path``): eagerly, one step per level handles
+    exactly that level's edges and nodes; compiled, the same level step (``_level``) runs in
+    ``_level_scan`` over the padded level grid of ``pad_levels``, compiled once per (levels
+    bucket, width bucket).  Recording the gate weights (analysis) always runs eagerly."""
 
     def __init__(self, input_size: int, hidden_size: int, variant: str = "dwl", composition: str = "gating",
                  init_scale: float = 0.1):
@@ -190,6 +252,37 @@ class LatticeGRU(nn.Module):
         n = torch.tanh(i_n + r * h_n)
         return (1 - z) * n + z * h
 
+    def _level(self, gi: Tensor, h_pre: Tensor, local: Tensor, n: int,
+               padded: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        """One topological level: the states of its n nodes from the input projections ``gi`` (DWL:
+        of its edges, SWL: of its nodes) and the preceding states ``h_pre`` of its edges."""
+        if self.variant == "dwl":  # Eq. 16-20
+            return compose(self._cell(gi, h_pre), local, n, self.gate_h, padded)
+        h_pre, w = compose(h_pre, local, n, self.gate_h, padded)  # Eq. 11-15
+        return self._cell(gi, h_pre), w
+
+    def _level_scan(self, carry, seq, valid, consts):
+        """The level loop over a chunk of the padded grid (a scan, ``fast_path``'s signature):
+        ``carry`` the state buffer, ``seq`` (gi, pre_row, local, write_row), each ``[levels, W, ...]``."""
+        (states,) = carry
+        gi, pre_row, local, write_row = seq
+        for t in range(gi.size(0)):
+            h, _ = self._level(gi[t], states.index_select(0, pre_row[t]), local[t], gi.size(1), padded=True)
+            states = states.index_copy(0, write_row[t], h)
+        return (), (states,)
+
+    def _compiled_levels(self, gi: Tensor, sched: Schedule) -> Tensor:
+        """Every node's state (schedule order) from the compiled level scan."""
+        grid = pad_levels(sched)
+        rows = grid.edge_slot if self.variant == "dwl" else grid.node_slot
+        n_levels, width = grid.pre_row.shape
+        gi = gi.new_zeros(n_levels * width, gi.size(1)).index_copy(0, rows, gi).view(n_levels, width, -1)
+        states = gi.new_zeros(1 + n_levels * width, self.hidden_size)
+        for start, stop in grid.chunks:
+            seq = tuple(x[start:stop] for x in (gi, grid.pre_row, grid.local, grid.write_row))
+            _, (states,) = fast_path.call_compiled(self, "_level_scan", self.rnn_impl, (states,), seq, None, ())
+        return states.index_select(0, 1 + grid.node_slot)
+
     def forward(self, embed: Tensor, sched: Schedule, bsz: int, n_pos: int,
                 record_gates: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         """Args: ``embed`` E x I word vectors of the schedule's edges.  Returns the state buffer
@@ -203,18 +296,17 @@ class LatticeGRU(nn.Module):
         weights = [] if record_gates else None
         zero = embed.new_zeros(1, self.hidden_size)
         outs: List[Tensor] = []  # node states of each step (no B x P buffer: O(E) work per step)
-        for (_, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):  # one level per step
-            parts = [zero if s < 0 else outs[s] for s in srcs]
-            h_pre = (torch.cat(parts) if len(parts) > 1 else parts[0]).index_select(0, local_rows)
-            local = sched.edge_local[e0:e1]
-            if self.variant == "dwl":  # Eq. 16-20
-                h, w = compose(self._cell(gi[e0:e1], h_pre), local, n1 - n0, self.gate_h)
-            else:  # Eq. 11-15
-                h_pre, w = compose(h_pre, local, n1 - n0, self.gate_h)
-                h = self._cell(gi[n0:n1], h_pre)
-            outs.append(h)
-            if record_gates and w is not None:
-                weights.append(w)
+        if sched.steps and not record_gates and self.use_compiled(embed):
+            outs.append(self._compiled_levels(gi, sched))
+        else:
+            for (_, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):  # one level per step
+                parts = [zero if s < 0 else outs[s] for s in srcs]
+                h_pre = (torch.cat(parts) if len(parts) > 1 else parts[0]).index_select(0, local_rows)
+                h, w = self._level(gi[e0:e1] if self.variant == "dwl" else gi[n0:n1], h_pre,
+                                   sched.edge_local[e0:e1], n1 - n0)
+                outs.append(h)
+                if record_gates and w is not None:
+                    weights.append(w)
         buf = embed.new_zeros(bsz, n_pos, self.hidden_size)
         if outs:
             buf = buf.index_put((sched.node_batch, sched.node_pos), torch.cat(outs))
@@ -280,5 +372,5 @@ def multiply_adds_per_token(variant: str, composition: str, emb: int, hidden: in
     return gru_in + gru_hh + edges_per_node * gate
 
 
-__all__ = ["LatticeGRU", "BiLatticeGRU", "make_schedule", "compose", "Schedule", "multiply_adds_per_token",
+__all__ = ["LatticeGRU", "BiLatticeGRU", "make_schedule", "pad_levels", "compose", "Schedule", "PaddedLevels", "multiply_adds_per_token",
            "VARIANTS", "COMPOSITIONS"]

@@ -1,7 +1,8 @@
-"""Generic stacked recurrent encoder, RNNSearch attentional decoder and recurrent LM decoder.
+"""Generic stacked recurrent encoder and RNNSearch attentional decoder.
 
 Every recurrent model of fairseq_local (RNNSearch baselines, MC-RNN, parallel-cell LSTM, lattice
-encoders) is built from these three classes plus a *layer factory*
+encoders) is built from these two classes (and the LM decoder of
+:mod:`fairseq_local.modules.recurrent_lm_decoder`) plus a *layer factory*
 ``factory(layer_index, input_size, hidden_size) -> layer`` whose layers follow the contract:
 
 * ``layer.hidden_size``: output size H.
@@ -31,7 +32,6 @@ tanh(W_o [s_i; c_i; y_{i-1}]).  With ``input_feeding=False`` the stack runs over
 target at once and the attention is queried with s_i for all positions in one batched call
 (Luong-style, faster).
 """
-import dataclasses
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -58,36 +58,6 @@ LayerFactory = Callable[[int, int, int], nn.Module]
 # ------------------------------------------------------------------------------------------------
 # helpers shared by the recurrent models
 # ------------------------------------------------------------------------------------------------
-def fill_defaults(args, dataclass_cls, **arch_defaults):
-    """Architecture-function helper: for every field of ``dataclass_cls`` still unset (missing or
-    None) on ``args``, set the arch default if given, else the dataclass default.  Values given on
-    the command line always win."""
-    for f in dataclasses.fields(dataclass_cls):
-        if f.name.startswith("_"):
-            continue
-        if getattr(args, f.name, None) is None:
-            if f.name in arch_defaults:
-                value = arch_defaults[f.name]
-            elif f.default is not dataclasses.MISSING:
-                value = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                value = f.default_factory()  # type: ignore[misc]
-            else:
-                continue
-            setattr(args, f.name, value)
-    unknown = set(arch_defaults) - {f.name for f in dataclasses.fields(dataclass_cls)}
-    if unknown:
-        raise ValueError(f"arch defaults name unknown options: {sorted(unknown)}")
-
-
-def set_defaults(args, **arch_defaults):
-    """Architecture-function helper for archs that extend another arch: set only these options
-    (where unset), then call the base arch, which fills everything else with ``fill_defaults``."""
-    for name, value in arch_defaults.items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
-
-
 def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
     m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
     nn.init.uniform_(m.weight, -0.1, 0.1)
@@ -103,7 +73,7 @@ def Linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
     return m
 
 
-class _StateCache:
+class StateCache:
     """Flattens a list of layer states (tensor or tuple of tensors) into incremental-state keys."""
 
     def __init__(self):
@@ -226,9 +196,31 @@ class RecurrentEncoder(FairseqEncoder):
 # ------------------------------------------------------------------------------------------------
 # attentional decoder
 # ------------------------------------------------------------------------------------------------
-class _RecurrentDecoderMixin:
+class RecurrentDecoderMixin:
     """What the recurrent decoders share: the (possibly tied) output projection, and the
-    incremental state (every layer's recurrent state in a ``_StateCache`` plus decoder extras)."""
+    incremental state (every layer's recurrent state in a ``StateCache`` plus decoder extras)."""
+
+    def _init_input(self, embed_tokens: nn.Embedding, num_layers: int, max_positions: int) -> int:
+        """Keep the input embedding and the stack's depth; returns the embedding size."""
+        if num_layers < 1:
+            raise ValueError(f"--decoder-layers must be >= 1 (got {num_layers})")
+        self.embed_tokens = embed_tokens
+        self.num_layers = num_layers
+        self.max_target_positions = max_positions
+        return embed_tokens.embedding_dim
+
+    def _init_output(self, dictionary, out_dim: int, embed_dim: int, share_input_output_embed: bool,
+                     out_dim_name: str):
+        """The output projection (None: tied to the input embedding, which needs ``out_dim ==
+        embed_dim``) and the cache of the layer states."""
+        if share_input_output_embed:
+            if out_dim != embed_dim:
+                raise ValueError(f"--share-decoder-input-output-embed needs {out_dim_name} "
+                                 f"== --decoder-embed-dim (got {out_dim} vs {embed_dim})")
+            self.fc_out = None
+        else:
+            self.fc_out = Linear(out_dim, len(dictionary))
+        self._states = StateCache()
 
     def output_layer(self, x):
         if self.fc_out is None:
@@ -249,7 +241,7 @@ class _RecurrentDecoderMixin:
         return self.max_target_positions
 
 
-class RecurrentAttentionDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIncrementalDecoder):
+class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqIncrementalDecoder):
     """RNNSearch-style attentional decoder over any stack of contract layers (see module doc)."""
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, layer_factory: LayerFactory,
@@ -259,13 +251,9 @@ class RecurrentAttentionDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIn
                  out_embed_dim: Optional[int] = None, share_input_output_embed: bool = False,
                  max_positions: int = int(1e5)):
         super().__init__(dictionary)
-        if num_layers < 1:
-            raise ValueError(f"--decoder-layers must be >= 1 (got {num_layers})")
-        self.embed_tokens = embed_tokens
-        embed_dim = embed_tokens.embedding_dim
-        self.num_layers, self.hidden_size = num_layers, hidden_size
+        embed_dim = self._init_input(embed_tokens, num_layers, max_positions)
+        self.hidden_size = hidden_size
         self.input_feeding = input_feeding
-        self.max_target_positions = max_positions
         self.dropout_in_module = FairseqDropout(dropout_in, module_name=self.__class__.__name__)
         self.dropout_out_module = FairseqDropout(dropout_out, module_name=self.__class__.__name__)
         self.layers = nn.ModuleList()
@@ -278,14 +266,7 @@ class RecurrentAttentionDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIn
         out_embed_dim = out_embed_dim or embed_dim
         self.readout = Linear(hidden_size + encoder_output_dim + embed_dim, out_embed_dim)
         self.share_input_output_embed = share_input_output_embed
-        if share_input_output_embed:
-            if out_embed_dim != embed_dim:
-                raise ValueError("--share-decoder-input-output-embed needs --decoder-out-embed-dim "
-                                 f"== --decoder-embed-dim (got {out_embed_dim} vs {embed_dim})")
-            self.fc_out = None
-        else:
-            self.fc_out = Linear(out_embed_dim, len(dictionary))
-        self._states = _StateCache()
+        self._init_output(dictionary, out_embed_dim, embed_dim, share_input_output_embed, "--decoder-out-embed-dim")
 
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
                 features_only: bool = False, **unused):
@@ -397,128 +378,3 @@ class RecurrentAttentionDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIn
             "query": cached["query"].index_select(0, new_order),
             "keys": cached["keys"].index_select(1, new_order),
         })
-
-
-# ------------------------------------------------------------------------------------------------
-# language-model decoder (AWD-LSTM style regularisation)
-# ------------------------------------------------------------------------------------------------
-class LockedDropout(nn.Module):
-    """Variational dropout (Gal & Ghahramani 2016; AWD-LSTM): one mask per sequence, shared over
-    time, on ``T x B x C`` tensors."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0:
-            return x
-        mask = x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - self.p) / (1 - self.p)
-        return x * mask
-
-
-def embedding_dropout(embed: nn.Embedding, tokens: Tensor, p: float, training: bool) -> Tensor:
-    """Embedding dropout (AWD-LSTM, Merity et al. 2018): drop whole word types of the embedding
-    matrix for this batch (rescaling the kept ones)."""
-    if not training or p == 0:
-        return embed(tokens)
-    mask = embed.weight.new_empty(embed.weight.size(0), 1).bernoulli_(1 - p) / (1 - p)
-    return F.embedding(tokens, embed.weight * mask, embed.padding_idx)
-
-
-class RecurrentLMDecoder(FastPathMixin, _RecurrentDecoderMixin, FairseqIncrementalDecoder):
-    """Decoder-only stack of contract layers for language modelling.
-
-    AWD-LSTM regularisation: word-level embedding dropout (``dropout_embed``), variational
-    dropout on the embeddings (``dropout_in``), between layers (``dropout_hidden``) and on the
-    top output (``dropout_out``); DropConnect on hidden-to-hidden weights belongs to the layers.
-    The last layer has ``last_hidden_size`` units (default: embedding size, needed for tying).
-    The incremental state carries every layer's recurrent state, so ``fairseq-eval-lm`` and
-    sampling are exact.  With ``--task stateful_language_modeling`` the decoder starts from and
-    stores its per-layer states in the task's ``bptt_state`` carry (truncated BPTT).
-    """
-
-    def __init__(self, dictionary, embed_tokens: nn.Embedding, layer_factory: LayerFactory,
-                 num_layers: int, hidden_size: int, last_hidden_size: Optional[int] = None,
-                 dropout_embed: float = 0.0, dropout_in: float = 0.0, dropout_hidden: float = 0.0,
-                 dropout_out: float = 0.0, share_input_output_embed: bool = False,
-                 max_positions: int = int(1e5)):
-        super().__init__(dictionary)
-        if num_layers < 1:
-            raise ValueError(f"--decoder-layers must be >= 1 (got {num_layers})")
-        self.embed_tokens = embed_tokens
-        embed_dim = embed_tokens.embedding_dim
-        last_hidden_size = last_hidden_size or embed_dim
-        self.num_layers = num_layers
-        self.max_target_positions = max_positions
-        self.dropout_embed = dropout_embed
-        self.drop_in, self.drop_hidden, self.drop_out = (
-            LockedDropout(dropout_in), LockedDropout(dropout_hidden), LockedDropout(dropout_out))
-        self.layers = nn.ModuleList()
-        in_dim = embed_dim
-        for i in range(num_layers):
-            out_dim = last_hidden_size if i == num_layers - 1 else hidden_size
-            self.layers.append(layer_factory(i, in_dim, out_dim))
-            in_dim = out_dim
-        if share_input_output_embed:
-            if last_hidden_size != embed_dim:
-                raise ValueError("--share-decoder-input-output-embed needs the last layer size "
-                                 f"== --decoder-embed-dim (got {last_hidden_size} vs {embed_dim})")
-            self.fc_out = None
-        else:
-            self.fc_out = Linear(last_hidden_size, len(dictionary))
-        self._states = _StateCache()
-
-    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None,
-                features_only: bool = False, bptt_state=None, **unused):
-        x = self.extract_features(prev_output_tokens, incremental_state, bptt_state)
-        if not features_only:
-            x = self.output_layer(x)
-        return x, {"attn": [None], "inner_states": None}
-
-    def extract_features(self, prev_output_tokens, incremental_state=None, bptt_state=None, **unused):
-        cached = self.get_incremental_state(incremental_state, "cached_state") if incremental_state is not None else None
-        if cached is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-            states = self._states.get(cached, self.num_layers)
-        elif bptt_state is not None and bptt_state.get(self) is not None:
-            states = list(bptt_state.get(self))
-        else:
-            states = [None] * self.num_layers
-        x = embedding_dropout(self.embed_tokens, prev_output_tokens, self.dropout_embed, self.training)
-        x = self.drop_in(x.transpose(0, 1))
-        if x.size(0) == 1 and self.use_compiled(x):  # the incremental step: the whole stack is one graph
-            states = [layer.state_from_hidden(x.new_zeros(x.size(1), layer.hidden_size)) if s is None else s
-                      for layer, s in zip(self.layers, states)]
-            flat, kinds = flatten_states(states)
-            (x,), flat = run_scan(self, "_stack_scan", flat, (x,), None, (kinds,))
-            states = unflatten_states(flat, kinds)
-        else:  # longer inputs: each layer runs its own (eager or compiled) scan
-            (x,), states = self._stack(x, states, None)
-        x = self.drop_out(x)
-        if bptt_state is not None:
-            bptt_state.set(self, list(states))
-        if incremental_state is not None:
-            cache: Dict[str, Optional[Tensor]] = {}
-            self._states.put(cache, states)
-            self.set_incremental_state(incremental_state, "cached_state", cache)
-        return x.transpose(0, 1)
-
-    def _stack(self, x: Tensor, states: List, valid: Optional[Tensor]):
-        mask = None if valid is None else ~valid
-        states = list(states)
-        for i, layer in enumerate(self.layers):
-            if i > 0:
-                x = self.drop_hidden(x)
-            x, states[i] = layer(x, states[i], padding_mask=mask)
-        return (x,), states
-
-    def _stack_scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The layer stack as a scan (:mod:`.fast_path`), compiled for the incremental step: carry
-        the flat layer states, seq ``(x[T, B, E],)``, consts ``(state kinds,)``."""
-        (kinds,) = consts
-        outs, states = self._stack(seq[0], unflatten_states(carry, kinds), valid)
-        return outs, tuple(flatten_states(states)[0])
-
-    def reorder_incremental_state(self, incremental_state, new_order):
-        self._reorder_cached_state(incremental_state, new_order, lambda cached: {})

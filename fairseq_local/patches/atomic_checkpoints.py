@@ -9,54 +9,23 @@ local paths; remote iopath paths keep fairseq's code): the bytes go to a unique 
 the same directory, which is fsync'ed and then ``os.replace``'d over the destination, and the
 directory is fsync'ed.  A kill at any moment leaves the previous complete file in place (plus at
 most a hidden ``.NAME.fairseq-local-PID-XXXX.tmp`` file, removed when the next run takes the
-``--save-dir`` lock, see ``save_dir_lock.py``), so a resumed run continues from the last
+``--save-dir`` lock, see ``save_dir_lock.py``; the temporary files are
+:func:`fairseq_local.file_io.atomic_open`'s), so a resumed run continues from the last
 complete checkpoint.  ``--write-checkpoints-asynchronously`` writes synchronously (atomically)
 for local paths.
 """
 import os
-import re
 import shutil
-import uuid
 
-TMP_RE = re.compile(r"^\..+\.fairseq-local-\d+-[0-9a-f]{8}\.tmp$")
+from fairseq_local.file_io import atomic_open
 
 _STATE = {}
 
 
-def temp_name(path: str) -> str:
-    d, base = os.path.split(os.path.abspath(path))
-    return os.path.join(d, f".{base}.fairseq-local-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-
-
-def _fsync_dir(directory: str):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. a platform without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write(path: str, write):
     """Call ``write(f)`` on a binary file that replaces ``path`` only once written and fsync'ed."""
-    tmp = temp_name(path)
-    try:
-        with open(tmp, "xb") as f:  # O_EXCL, mode 0666 & ~umask like any new file
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    with atomic_open(path, "wb", fsync=True) as f:
+        write(f)
 
 
 def copy_data(src, dst):
@@ -67,23 +36,6 @@ def copy_data(src, dst):
 def atomic_copy(src_path: str, dst_path: str):
     with open(src_path, "rb") as src:
         atomic_write(dst_path, lambda dst: copy_data(src, dst))
-
-
-def remove_stale_temp_files(directory: str):
-    """Remove the temporary files a killed run left in ``directory`` (call only under its lock)."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    removed = []
-    for name in names:
-        if TMP_RE.match(name):
-            try:
-                os.remove(os.path.join(directory, name))
-                removed.append(name)
-            except OSError:
-                pass
-    return removed
 
 
 def install():

@@ -34,6 +34,8 @@ outputs back to the input's dtype; every other operation keeps its precision.  O
 import functools
 import importlib.util
 import logging
+import sys
+import types
 
 logger = logging.getLogger(__name__)
 
@@ -163,25 +165,41 @@ def _fp32_forward(original, module, input, hx=None):
 _ORIGINAL_FORWARD = {}
 
 
+def _falling_back(original, needs_fp32, fp32_forward):
+    def forward(self, input, hx=None):
+        if needs_fp32(self, input):
+            return fp32_forward(original, self, input, hx)
+        return original(self, input, hx)
+
+    return forward
+
+
+def _scriptable_wrapper(original):
+    """The fallback forward as TorchScript sees it: ``torch.jit.script`` compiles a module's forward
+    from its source (``inspect`` follows ``__wrapped__`` to the original, overloads included) but
+    resolves the names in that source through the function's globals and closure.  The wrapper
+    therefore gets the globals of the original's module (``torch.nn.modules.rnn``) and reaches its
+    helpers through closure cells, so ``torch.jit.script(nn.LSTM(...))`` compiles torch's own forward
+    (without the fallback, as on a CPU that has the kernel)."""
+    inner = _falling_back(original, _needs_fp32, _fp32_forward)
+    forward = types.FunctionType(inner.__code__, sys.modules[original.__module__].__dict__,
+                                 original.__name__, inner.__defaults__, inner.__closure__)
+    functools.update_wrapper(forward, original)
+    setattr(forward, _MARK, True)
+    return forward
+
+
 def install_rnn_fallback():
     """Wrap ``torch.nn.LSTM/GRU/RNN.forward``: a CPU call whose low-precision kernel this CPU lacks
-    runs in float32 (:func:`_fp32_forward`); every other call is the original forward."""
+    runs in float32 (:func:`_fp32_forward`); every other call is the original forward.  Scripting
+    such a module still works (:func:`_scriptable_wrapper`)."""
     import torch
 
     for cell in _RNN_CLASSES:
         cls = getattr(torch.nn, cell)
         if getattr(cls.forward, _MARK, False):
             continue
-        original = _ORIGINAL_FORWARD.setdefault(cell, cls.forward)
-
-        def forward(self, input, hx=None, _original=original):
-            if _needs_fp32(self, input):
-                return _fp32_forward(_original, self, input, hx)
-            return _original(self, input, hx)
-
-        functools.update_wrapper(forward, original)
-        setattr(forward, _MARK, True)
-        cls.forward = forward
+        cls.forward = _scriptable_wrapper(_ORIGINAL_FORWARD.setdefault(cell, cls.forward))
 
 
 def install():

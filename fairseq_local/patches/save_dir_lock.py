@@ -19,6 +19,7 @@ import os
 import socket
 
 from fairseq_local.errors import UserError
+from fairseq_local.file_io import TMP_RE
 
 LOCK_NAME = ".train.lock"
 
@@ -28,6 +29,23 @@ _STATE = {}
 
 class SaveDirInUseError(UserError, RuntimeError):
     """Another live training run holds the --save-dir lock."""
+
+
+def remove_stale_temp_files(directory: str):
+    """Remove the temporary files a killed run left in ``directory`` (call only under its lock)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if TMP_RE.match(name):
+            try:
+                os.remove(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
 
 
 def _owner(path: str) -> str:
@@ -56,8 +74,6 @@ def _in_use(save_dir: str, path: str, owner: str) -> SaveDirInUseError:
 
 def acquire(save_dir: str) -> str:
     """Take ``save_dir``'s lock for the life of this process (re-entrant); returns the lock path."""
-    from fairseq_local.patches.atomic_checkpoints import remove_stale_temp_files
-
     os.makedirs(save_dir, exist_ok=True)
     key = os.path.realpath(save_dir)
     path = os.path.join(save_dir, LOCK_NAME)

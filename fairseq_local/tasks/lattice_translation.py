@@ -27,6 +27,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_local.data.lattice import LatticeBuilder, read_input, unpack
 from fairseq_local.errors import InputFileError
 from fairseq_local.data.lattice_dataset import (
+    LatticeBatch,
     LatticeDataset,
     LatticePairDataset,
     collate_lattices,
@@ -126,8 +127,9 @@ class LatticeTranslationTask(TranslationTask):
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         net = sample["net_input"]
-        if "lat_in_mask" not in net:  # fairseq-interactive dropped the lattice tensors
-            net.update(self._restore_lattices(net["src_tokens"]))
+        if net.get("lattice") is None:  # fairseq-interactive dropped the lattice tensors
+            net["lattice"] = self._restore_lattices(net["src_tokens"])
+        net["lattice"] = LatticeBatch.of(net["lattice"])
         empty = net["src_lengths"].eq(0)  # empty input lines: an empty translation each
         if not bool(empty.any()):
             return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
@@ -161,7 +163,7 @@ class LatticeTranslationTask(TranslationTask):
             # rows arrive in the queue's order; the last lattice stays for a repeated step
             packed.append(queue.popleft() if len(queue) > 1 else queue[0])
         batch = collate_lattices(packed, pad, self.cfg.left_pad_source, self.cfg.lattice_one_best)
-        return {k: v.to(src_tokens.device) for k, v in batch.items() if k.startswith("lat_")}
+        return batch["lattice"].to(src_tokens.device)
 
 
 def _select_rows(sample, rows, bsz):
@@ -171,6 +173,8 @@ def _select_rows(sample, rows, bsz):
         if "nsentences" in out:
             out["nsentences"] = rows.numel()
         return out
+    if isinstance(sample, LatticeBatch):
+        return LatticeBatch(*(_select_rows(t, rows, bsz) for t in sample))
     if torch.is_tensor(sample) and sample.dim() > 0 and sample.size(0) == bsz:
         return sample.index_select(0, rows.to(sample.device))
     return sample

@@ -22,7 +22,7 @@ Model-side interface (generic: any recurrent LM can opt in, e.g. the parallel-ce
 * ``model(src_tokens, src_lengths, bptt_state=carry)`` reaches ``decoder.forward(..., bptt_state=carry)``
   (``FairseqLanguageModel.forward`` passes extra keywords on); a model opts in by its decoder's
   ``forward`` having a ``bptt_state`` parameter (or explicitly, ``supports_bptt_state = True/False``
-  on the model class), as :class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentLMDecoder` does;
+  on the model class), as :class:`~fairseq_local.modules.recurrent_lm_decoder.RecurrentLMDecoder` does;
 * the decoder reads its initial state with ``carry.get(self)`` (``None`` = start from zeros) and stores
   its final state with ``carry.set(self, state)``. The state is any nest of tensors (e.g. a list of
   per-layer ``(h, c)``); the task detaches it between batches. Keys are per decoder object, so

@@ -77,7 +77,7 @@ moses_detok() {  # moses_detok LANG IN OUT: undo moses_tok (sacremoses detokeniz
   same_lines "$2" "$tmp"; mv "$tmp" "$3"
 }
 gen_text() {  # gen_text GEN_LOG H|T|S OUT [--expect N]: one field of a fairseq-generate log in corpus order
-  python "$REPO_ROOT/scripts/lib/gen_text.py" "$@" || exit 2
+  python -m fairseq_local_repro.text.gen_text "$@" || exit 2
 }
 
 # ---- the one scoring path of every recipe ----

@@ -21,7 +21,7 @@
 #   --mode bpe:     jieba-segmented Chinese and DIR/bin-bpe from scripts/preprocess.sh (separate
 #                   subword-nmt BPE of --bpe-size per side, lowercased), same subset naming.
 # Chinese is NFKC-normalised (full-width Latin letters and digits become ASCII) and spaces are kept
-# only between two non-Chinese characters (scripts/lib/zh_text.py: "Bill Clinton" stays two words).
+# only between two non-Chinese characters (fairseq_local_repro/text/zh_text.py: "Bill Clinton" stays two words).
 # English is Moses-tokenized and lowercased (BLEU is case-insensitive in the paper).  A finished
 # segmentation is reused when the recipe runs again; the binarized dirs are rebuilt.
 set -euo pipefail
@@ -54,13 +54,11 @@ case "$MODE" in lattice|bpe|both) ;; *) die "--mode must be lattice, bpe or both
 for f in $TRAIN_ZH $TRAIN_EN; do [ -f "$f" ] || die "$f: no such file"; done
 activate_env
 OUT=$(abs_dir "$OUT"); mkdir -p "$OUT/raw" "$OUT/refs"
-export ZH_TEXT_LIB="$REPO_ROOT/scripts/lib"
 
 # training pairs: concatenate, check line counts, clean and filter (written atomically)
 $PY - "$OUT/raw/train" "$MAXC" "$MAXW" "$TRAIN_ZH" "$TRAIN_EN" <<'EOF'
 import os, sys
-sys.path.insert(0, os.environ["ZH_TEXT_LIB"])
-from zh_text import normalize
+from fairseq_local_repro.text.zh_text import normalize
 out, maxc, maxw, zh_files, en_files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
 if len(zh_files) != len(en_files):
     sys.exit(f"prepare_nist_zhen.sh: error: {len(zh_files)} --train-zh files but {len(en_files)} --train-en files")
@@ -89,8 +87,7 @@ for spec in "${SETS[@]}"; do
   NAMES+=("$name")
   $PY - "$src" "$ref" "$OUT/raw/$name.zh" "$OUT/refs/$name" <<'EOF'
 import os, re, sys
-sys.path.insert(0, os.environ["ZH_TEXT_LIB"])
-from zh_text import normalize
+from fairseq_local_repro.text.zh_text import normalize
 src, ref, out_zh, out_ref = sys.argv[1:]
 TAG = re.compile(r"<(refset|srcset|tstset|doc)\b([^>]*)>|<seg\b([^>]*)>(.*?)</seg>", re.I | re.S)
 def attr(s, k):

@@ -1,6 +1,6 @@
 """One Chinese segmenter per process for scripts/build_lattices.py.
 
-The functions live in an importable module (``scripts/lib`` is on ``sys.path``) so that a
+The functions live in an importable module so that a
 multiprocessing pool can pickle them by name; the segmenter itself is made by the pool's
 initializer in each process (fork start: the factory is inherited, never pickled).
 """

@@ -1,12 +1,12 @@
 """Mutation testing of the code that implements the papers' equations, with mutmut.
 
-Entry point: ``scripts/mutation.sh [MODULE ...]`` (``--list`` names the modules).  For each module
+Entry point: ``tests/mutation/mutation.sh [MODULE ...]`` (``--list`` names the modules).  For each module
 the working tree is copied to a scratch directory (mutmut rewrites the copy, never the checkout),
 the ``[mutmut]`` section of ``setup.cfg`` is completed with the module's files and test files, and
 ``mutmut run`` tries every mutant of the module's functions against the tests that call them.  The
 report gives killed / survived / equivalent / timed out per module and the diff of every surviving
 mutant.  A survivor that cannot change behaviour is listed, with its reason, in
-``tests/mutation_equivalents.txt``::
+``tests/mutation/equivalents.txt``::
 
     fairseq_local/modules/lattice_gru.py::xǁLatticeGRUǁforward
     - if outs:
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
-EQUIVALENTS = REPO / "tests" / "mutation_equivalents.txt"
+EQUIVALENTS = REPO / "tests" / "mutation" / "equivalents.txt"
 
 
 @dataclass
@@ -79,13 +79,13 @@ MODULES: Dict[str, Module] = {
         ["tests/test_lattice_gru_reference.py"],
         "lattice composition g (Eq. 21 / max pooling) and the GRU cell (Eq. 12-15)"),
     "lattice_data": Module(
-        {"fairseq_local/data/lattice.py": ALL},
+        {"fairseq_local/data/lattice.py": ALL, "fairseq_local_repro/text/lattice_builder.py": ALL},
         # tests/test_lattice.py (the scripts, dataset and task end to end, minutes a run) is left
-        # out: the fast file checks every function of lattice.py value by value
-        ["tests/test_lattice_data_mutants.py"],
+        # out: the fast files check every function of lattice.py and lattice_builder.py value by value
+        ["tests/test_lattice_data_mutants.py", "tests/test_lattice_builder.py"],
         "lattice builder: format, validation, merging"),
     "gencnn": Module(
-        {"fairseq_local/modules/gencnn_layers.py": ALL},
+        {"fairseq_local/modules/gencnn_layers.py": ALL, "fairseq_local/modules/gencnn_kernels.py": ALL},
         ["tests/test_gencnn_mutants.py", "tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
         "genCNN alpha/beta CNN layers",
         # fairseq-train + fairseq-eval-lm in subprocesses (14-48 s a run); the same lengths are
@@ -99,8 +99,9 @@ MODULES: Dict[str, Module] = {
         ["tests/test_dpn_mutants.py", "tests/test_dpn_s2s_reference.py", "tests/test_dpn_s2s.py"],
         "DPN-S2S paths, gates (Eq. 4-10) and the flows' labels"),
     "analysis": Module(
-        {"scripts/analysis/parallel_cells_masking.py": ("x_perplexity", "x_masking_table", "x_score_tokens"),
-         "scripts/analysis/mc_rnn_bleu_by_length.py": ("x_bucket_of", "x_bleu_by_length")},
+        {"fairseq_local_repro/analysis/parallel_cells_masking.py": ("x_perplexity", "x_masking_table",
+                                                                     "x_score_tokens"),
+         "fairseq_local_repro/analysis/mc_rnn_bleu_by_length.py": ("x_bucket_of", "x_bleu_by_length")},
         ["tests/test_analysis_reference.py"],
         "analysis aggregation: cell-masking table, BLEU by length (Figure 5)"),
 }
@@ -385,10 +386,10 @@ def main(argv=None) -> int:
                          "no_tests": r.count("no tests"), "equivalent": len(r.equivalent),
                          "timeout": r.count("timeout"), "kill_rate": r.kill_rate, "seconds": r.seconds,
                          "error": r.error, "survivors": sorted(r.diffs)} for r in results}
-        tmp = f"{args.json}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
+        from fairseq_local.file_io import atomic_open
+
+        with atomic_open(args.json) as f:
             json.dump(data, f, indent=1, ensure_ascii=False)
-        os.replace(tmp, args.json)
     if set(names) == set(MODULES):
         for eq in equivalents:
             if not eq.used:

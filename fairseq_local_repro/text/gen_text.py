@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """One field of a fairseq-generate log, one line per sentence in corpus order.
 
-    python scripts/lib/gen_text.py GEN_LOG H|T|S OUT [--expect N]
+    python -m fairseq_local_repro.text.gen_text GEN_LOG H|T|S OUT [--expect N]
 
 H = the best hypothesis of each sentence (the first H- line of its id, as fairseq writes the n-best
 best first), T = the binarized reference, S = the source.  Every sentence id 0..N-1 must appear
@@ -10,6 +9,8 @@ not a silently shorter file.  OUT is written atomically.
 """
 import os
 import sys
+
+from fairseq_local_repro.text.plugin import plugin_module
 
 PROG = "gen_text.py"
 
@@ -69,10 +70,7 @@ def main(argv=None):
         first = missing[0] if missing else extra[0]
         fail(f"{path}: {len(texts)} {field}- lines for {n} sentences (first {'missing' if missing else 'unexpected'}"
              f" id {first}); generation lost or added sentences")
-    tmp = f"{out}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(texts[i] + "\n" for i in range(n))
-    os.replace(tmp, out)
+    plugin_module("file_io").write_lines(out, (texts[i] for i in range(n)))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Baseline LM architectures (fairseq_local/models/baseline_lms.py): every arch builds with the
+"""Baseline LM architectures (fairseq_local/models/baselines.py): every arch builds with the
 sizes of its paper row, its parameter count equals the closed formula and, for Zaremba et al.'s
 models, the 20M / 66M that the literature lists for them (Merity et al. 2018, Table 1)."""
 import pytest

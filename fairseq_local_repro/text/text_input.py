@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Text inputs of the pipeline scripts: UTF-8 checked, lines counted right, one-line errors.
 
-Python scripts import it (``scripts/lib`` on ``sys.path``: ``from text_input import read_lines``);
+Python scripts import it (``from fairseq_local_repro.text.text_input import read_lines``);
 shell scripts run it::
 
-    python scripts/lib/text_input.py PROG [--nonempty FILE]... [--same-lines A B]... FILE...
+    python -m fairseq_local_repro.text.text_input PROG [--nonempty FILE]... [--same-lines A B]... FILE...
 
 which checks that every FILE (and every --nonempty / --same-lines file) is UTF-8, that each
 --nonempty file has some text, and that each --same-lines pair has the same number of lines, and

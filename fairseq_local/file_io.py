@@ -1,0 +1,105 @@
+"""Files that appear complete or not at all: the one atomic-write helper of the plugin and its tools.
+
+Every file the plugin, the scripts and the reproduction harness write goes through
+:func:`atomic_open`: the bytes go to a unique hidden temporary file in the destination's
+directory, which (optionally fsync'ed) is ``os.replace``'d over the destination.  A process killed
+at any moment leaves the previous complete file (or none), never a truncated one; the temporary
+file is removed when the write fails.  Temporary names match :data:`TMP_RE`
+(``.NAME.fairseq-local-PID-XXXXXXXX.tmp``), so a later run can recognise and remove leftovers of
+a killed one (``patches/save_dir_lock.py``).
+
+This module imports nothing beyond the standard library.
+"""
+import contextlib
+import gzip
+import json
+import os
+import re
+import uuid
+from typing import Any, Iterable, Iterator, IO
+
+TMP_RE = re.compile(r"^\..+\.fairseq-local-\d+-[0-9a-f]{8}\.tmp$")
+
+
+def temp_name(path: str) -> str:
+    """A unique hidden temporary file beside ``path`` (same directory, so ``os.replace`` is atomic)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{base}.fairseq-local-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def fsync_dir(directory: str):
+    """fsync a directory so a rename in it survives a crash (a no-op where that is impossible)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - a platform without directory file descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8", fsync: bool = False) -> Iterator[IO]:
+    """``with atomic_open(path) as f: f.write(...)``: ``path`` is replaced only when the block ends
+    without an exception.  ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"``; ``fsync=True``
+    also flushes the file and its directory to disk (checkpoints)."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open: mode must be 'w' or 'wb', not {mode!r}")
+    tmp = temp_name(path)
+    kwargs = {} if "b" in mode else {"encoding": encoding, "newline": ""}
+    try:
+        # "x": O_EXCL, mode 0666 & ~umask like any new file
+        with open(tmp, mode.replace("w", "x"), **kwargs) as f:
+            yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    if fsync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def write_text(path: str, text: str):
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_open(path) as f:
+        f.write(text)
+
+
+def write_lines(path: str, lines: Iterable[str]):
+    """Write one line per item (each followed by a newline) to ``path`` atomically."""
+    with atomic_open(path) as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def write_gz(path: str, text: str):
+    """Byte-for-byte reproducible gzip of ``text`` (no time stamp, no name), written atomically."""
+    with atomic_open(path, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+            f.write(text.encode("utf-8"))
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path: str, obj: Any, indent: int = 1, if_changed: bool = False):
+    """Write ``obj`` as JSON (``indent``, trailing newline) to ``path`` atomically.  With
+    ``if_changed``, a file that already holds ``obj`` is left alone (its time stamp too)."""
+    if if_changed and os.path.isfile(path):
+        try:
+            if read_json(path) == json.loads(json.dumps(obj)):
+                return
+        except ValueError:
+            pass
+    with atomic_open(path) as f:
+        json.dump(obj, f, indent=indent)
+        f.write("\n")

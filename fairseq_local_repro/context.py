@@ -1,0 +1,77 @@
+"""The typed state of one harness run: the prepared data (:class:`Data`), each system's widths and
+parameter count (:class:`SystemPlan`) and everything a run of the family shares (:class:`RunContext`).
+
+Layout of ``OUT/<family>/`` (never committed):
+
+* ``data/raw``: the split raw text; ``data/bin``: ``scripts/preprocess.sh`` output (binarized
+  splits, dictionaries, ``bpe/codes.*``); ``data/prepared.json`` marks it complete;
+* ``<system>-s<seed>/``: ``checkpoints/`` (``checkpoint_best.pt``, ``checkpoint_last.pt``, a copy
+  of the dictionaries and BPE codes), ``train.log`` (fairseq's log), ``curve.jsonl`` (one dev
+  point per validation), ``train_done.json``, ``test/`` (hypotheses, score; DPN-S2S M9's alignment
+  entropies, parallel cells' cell-masking table) and ``results.json``;
+* ``extra/<name>/``: a test set of the user's, prepared as the family's data, and its ``scores.json``;
+* ``comparison.json`` (every system's results + the statistics of :mod:`fairseq_local_repro.compare`).
+"""
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional
+
+from fairseq_local_repro.families import Family, Scale, System
+from fairseq_local_repro.processes import ReproError
+
+
+@dataclass
+class Data:
+    """A family's prepared data, as ``data/prepared.json`` records it."""
+    bin: str
+    src: str               # source and target languages ("" for a language-model corpus)
+    tgt: str
+    test_ref: str          # raw (untokenized) test references
+    description: str
+    sizes: Dict[str, int]
+    bins: Dict[str, str] = field(default_factory=dict)  # a family whose systems read different sources: key -> dir
+
+    def for_system(self, system: System) -> "Data":
+        """The data ``system`` reads: the binarized dir of its ``data`` key (the one dir when it has none)."""
+        if not system.data:
+            return self
+        if system.data not in self.bins:
+            raise ReproError(f"{system.name} reads the '{system.data}' data, which the prepared data lack "
+                             f"({', '.join(sorted(self.bins)) or 'one data dir only'})")
+        return dataclasses.replace(self, bin=self.bins[system.data])
+
+
+@dataclass(frozen=True)
+class SystemPlan:
+    """A system's width options at the run's scale and its parameter count (None before the data
+    are prepared); a size-matched system also names the system it matches and that one's count."""
+    width_options: List[str]
+    params: Optional[int]
+    size_matched_to: Optional[str] = None
+    target_params: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every (system, seed) run of one harness invocation shares."""
+    family: Family
+    scale: Scale
+    scale_name: str                # "cpu" or "paper"
+    out: str                       # OUT/<family>, absolute
+    max_epoch: int
+    max_tokens: int
+    command: str                   # the command that reproduces the comparison (shown on the page)
+    cpu: bool                      # no GPU visible: fairseq runs with --cpu
+    data: Optional[Data]           # None in a dry run before the data are prepared
+    plan: Mapping[str, SystemPlan]
+
+    def run_dir(self, system: str, seed: int) -> str:
+        return os.path.join(self.out, f"{system}-s{seed}")
+
+    def best_checkpoint(self, system: str, seed: int) -> str:
+        return os.path.join(self.run_dir(system, seed), "checkpoints", "checkpoint_best.pt")
+
+    def extra_dir(self, test_file: str) -> str:
+        """Where a test set of the user's (``--test-src``/``--test-text``) is prepared and scored."""
+        return os.path.join(self.out, "extra", os.path.splitext(os.path.basename(test_file))[0])

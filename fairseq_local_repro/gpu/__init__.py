@@ -1,0 +1,3 @@
+"""The GPU kit's Python (``scripts/gpu/``, docs/gpu.md): :mod:`.check_install` checks an offline
+install of fairseq + the plugin on a GPU box, :mod:`.run_all` runs the speed comparisons of
+:mod:`fairseq_local_repro.bench_entries`, a time-boxed training run and the precision check."""

@@ -1,0 +1,105 @@
+"""Planning: each system's width options at the run's scale and its parameter count, counted by
+building the model as fairseq-train builds it; a size-matched system gets the hidden width whose
+count is closest to its target's."""
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+from fairseq_local_repro.context import Data, SystemPlan
+from fairseq_local_repro.families import Family, Scale, System
+from fairseq_local_repro.processes import ReproError
+
+
+def width_options(system: System, width: Optional[int], hidden: Optional[int] = None) -> List[str]:
+    """The system's width templates filled in with the common width ``width``, the hidden width
+    ``hidden`` (default: ``width``) and the filter width ``4 * width`` ({f}); none when the scale
+    keeps the architectures' widths."""
+    if width is None:
+        return []
+    h = width if hidden is None else hidden
+    return [t.format(w=width, h=h, f=4 * width) for t in system.widths]
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def count_params(system: System, options: List[str], data: Data) -> int:
+    """Parameters of the system's arch with ``options`` (its own options and width options) on the
+    family's dictionaries, built through fairseq's architecture registry as fairseq-train builds it."""
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    data = data.for_system(system)
+    args = SimpleNamespace(tokens_per_sample=512, criterion="cross_entropy")
+    options = list(system.options) + list(options)
+    for key, value in zip(options[::2], options[1::2]):
+        setattr(args, key.lstrip("-").replace("-", "_"), _value(value))
+    ARCH_CONFIG_REGISTRY[system.arch](args)
+    config = getattr(ARCH_MODEL_REGISTRY[system.arch], "__dataclass", None)
+    if config is not None:  # what the arch leaves unset takes its config's default, as in fairseq-train
+        for f in dataclasses.fields(config):
+            if not hasattr(args, f.name) and f.default is not dataclasses.MISSING and not (
+                    isinstance(f.default, str) and f.default.startswith("${")):  # not an interpolation
+                setattr(args, f.name, f.default)
+    if data.src:
+        src = Dictionary.load(os.path.join(data.bin, f"dict.{data.src}.txt"))
+        tgt = Dictionary.load(os.path.join(data.bin, f"dict.{data.tgt}.txt"))
+    else:  # a language-model corpus: one dictionary
+        src = tgt = Dictionary.load(os.path.join(data.bin, "dict.txt"))
+    task = SimpleNamespace(source_dictionary=src, target_dictionary=tgt, dictionary=tgt)
+    try:
+        model = ARCH_MODEL_REGISTRY[system.arch].build_model(args, task)
+    except Exception as e:  # a bad option value: one line naming the system and its options
+        raise ReproError(f"cannot build {system.name} ({system.arch} {' '.join(options)}): {e}")
+    return sum(p.numel() for p in model.parameters())
+
+
+def plan_options(family: Family, scale: Scale, systems: List[System],
+                 data: Optional[Data]) -> Dict[str, SystemPlan]:
+    """Per system: its width options and parameter count under the family's width rule.  A
+    size-matched system gets the hidden width whose parameter count is closest to its target's
+    (a bisection over widths; parameters grow with the width)."""
+    import logging
+
+    import fairseq_local  # noqa: F401  (registers the architectures)
+
+    logging.getLogger().setLevel(logging.WARNING)  # importing fairseq sets the root logger to DEBUG
+    plan = {}
+    for s in systems:
+        if s.size_match is None:
+            opts = width_options(s, scale.width)
+            plan[s.name] = SystemPlan(opts, count_params(s, opts, data) if data else None)
+    for s in systems:
+        if s.size_match is None:
+            continue
+        if scale.width is None or data is None:  # the architecture's own size-matched width
+            plan[s.name] = SystemPlan([] if scale.width is None else ["(hidden width matched after data preparation)"],
+                                      count_params(s, [], data) if data else None)
+            continue
+        target_sys = family.system(s.size_match)
+        target = plan[s.size_match].params if s.size_match in plan else count_params(
+            target_sys, width_options(target_sys, scale.width), data)
+        lo, hi = 8, 2 * scale.width
+        while count_params(s, width_options(s, scale.width, hi), data) <= target:  # parameters grow with width
+            lo, hi = hi, 2 * hi
+            if hi > 1 << 16:
+                raise ReproError(f"{s.name}: no hidden width up to {hi} reaches {s.size_match}'s {target:,} parameters")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if count_params(s, width_options(s, scale.width, mid), data) <= target:
+                lo = mid
+            else:
+                hi = mid
+        counts = {h: count_params(s, width_options(s, scale.width, h), data) for h in (lo, hi)}
+        best = min(counts, key=lambda h: abs(counts[h] - target))
+        plan[s.name] = SystemPlan(width_options(s, scale.width, best), counts[best], size_matched_to=s.size_match,
+                                  target_params=target)
+    return plan

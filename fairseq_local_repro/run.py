@@ -1,0 +1,120 @@
+"""Every (system, seed) of a family, ``--jobs`` at a time: trained, evaluated and recorded in its
+``results.json``; then the family's ``comparison.json`` with the statistics of
+:mod:`fairseq_local_repro.compare`.
+
+A run with a ``results.json`` is finished and skipped (unless it was stopped by a lower
+``--max-epoch`` cap than this run's: it then trains on from its ``checkpoint_last.pt``); an
+interrupted one resumes from fairseq's ``checkpoint_last.pt``; one whose training ended
+(``train_done.json``) goes straight to evaluation.
+"""
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import List
+
+from fairseq_local.file_io import read_json, write_json
+from fairseq_local_repro import compare as stats
+from fairseq_local_repro.context import RunContext
+from fairseq_local_repro.evaluate import alignment_entropy, cell_masking, eval_lm, run_statistics, translate_and_score
+from fairseq_local_repro.families import System
+from fairseq_local_repro.processes import ReproError, say
+from fairseq_local_repro.train import check_same_settings, keep_vocabulary, read_curve, train_command, train_system
+
+
+def run_system(ctx: RunContext, system: System, seed: int) -> dict:
+    """Train (or resume), evaluate and record one run; its ``results.json``."""
+    family, scale = ctx.family, ctx.scale
+    data = ctx.data.for_system(system)
+    sdir = ctx.run_dir(system.name, seed)
+    res_path = os.path.join(sdir, "results.json")
+    tag = f"{family.name}/{system.name}-s{seed}"
+    plan = ctx.plan[system.name]
+    cmd = train_command(ctx, system, seed)
+    check_same_settings(tag, sdir, cmd)
+    if os.path.isfile(res_path):
+        earlier = read_json(res_path)
+        if not (earlier["hit_max_epoch"] and ctx.max_epoch > earlier["max_epoch"]):
+            say(f"{tag}: finished earlier ({res_path}), skipped")
+            return earlier
+        # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
+        say(f"{tag}: stopped by --max-epoch {earlier['max_epoch']} earlier; continuing to {ctx.max_epoch}")
+        for name in ("train_done.json", "results.json"):
+            os.remove(os.path.join(sdir, name))
+    os.makedirs(sdir, exist_ok=True)
+    done = train_system(tag, cmd, sdir, ctx.max_epoch)
+    if done["hit_max_epoch"]:
+        say(f"{tag}: WARNING: stopped by the --max-epoch {ctx.max_epoch} cap, not by early stopping")
+    keep_vocabulary(data, os.path.join(sdir, "checkpoints"))
+    ckpt, test_dir = ctx.best_checkpoint(system.name, seed), os.path.join(sdir, "test")
+    if family.kind == "lm":
+        say(f"{tag}: test perplexity (fairseq-eval-lm)")
+        test = eval_lm(tag, data, ckpt, test_dir)
+    else:
+        say(f"{tag}: translating the test set (beam 5)")
+        test = translate_and_score(tag, data, ckpt, test_dir, "test", data.test_ref, task=family.task)
+    curve = read_curve(os.path.join(sdir, "curve.jsonl"))
+    best = min(curve, key=lambda p: p["dev_loss"])
+    results = {
+        "family": family.name, "system": system.name, "label": system.label, "arch": system.arch,
+        "options": plan.width_options + list(system.options), "scale": ctx.scale_name, "seed": seed,
+        "params": done["params"] or plan.params, "size_matched_to": plan.size_matched_to,
+        "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
+        "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx.max_epoch,
+        "patience": scale.patience, "max_tokens": ctx.max_tokens, "lr": scale.lr, "dropout": scale.dropout,
+        "clip_norm": scale.clip_norm, "best_epoch": best["epoch"],
+        "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
+        "metric": "ppl" if family.kind == "lm" else "bleu",
+        "test": {k: v for k, v in test.items() if k not in ("hyp", "nll")},
+        "data": ctx.data.description, "split": ctx.data.sizes, "curve": curve, "command": ctx.command,
+        "threads": 1, "device": "cpu" if ctx.cpu else "cuda",
+    }
+    if system.alignment_entropy:
+        say(f"{tag}: alignment entropies on the test set (scripts/analysis/dpn_alignment_entropy.py)")
+        results["alignment_entropy"] = alignment_entropy(tag, data, ckpt, test_dir)
+    if system.masking_groups:
+        say(f"{tag}: cell masking on the test set (scripts/analysis/parallel_cells_masking.py)")
+        results["cell_masking"] = cell_masking(tag, data, ckpt, test_dir, system.masking_groups)
+    write_json(res_path, results)
+    score = f"perplexity {test['ppl']:.2f}" if family.kind == "lm" else f"BLEU {test['bleu']:.2f}"
+    say(f"{tag}: test {score} ({done['epochs']} epochs, {done['updates']} updates, "
+        f"{done['wall_s'] / 60:.1f} min, stopped by {done['stopped']})")
+    return results
+
+
+def run_all(ctx: RunContext, systems: List[System], seeds: List[int], jobs: int, skip=()) -> List[dict]:
+    """Every (system, seed), ``jobs`` at a time in registry order (the next starts when one ends),
+    except the runs named in ``skip`` (``SYSTEM-sSEED``: still training elsewhere or queued)."""
+    tasks = [(s, seed) for seed in seeds for s in systems if f"{s.name}-s{seed}" not in set(skip)]
+    errors = []
+    results = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_system, ctx, s, seed) for s, seed in tasks]
+        for fut in futures:
+            try:
+                results.append(fut.result())
+            except ReproError as e:
+                errors.append(str(e))
+    if errors:
+        raise ReproError(errors[0] + (f" (and {len(errors) - 1} more failures)" if len(errors) > 1 else ""))
+    return results
+
+
+def write_comparison(ctx: RunContext, results: List[dict]) -> dict:
+    """The family's comparison (``comparison.json``): every run's results and the statistics of
+    ``fairseq_local_repro.compare`` (seed-level t-test, two-level test, per-sentence randomization
+    test, Holm-corrected) computed from the runs' test outputs."""
+    family = ctx.family
+    comparison = {"family": family.name, "kind": family.kind, "paper": family.paper, "claim": family.claim,
+                  "baseline": family.baseline.name, "system_order": [s.name for s in family.systems],
+                  "scale": ctx.scale_name, "data": ctx.data.description, "split": ctx.data.sizes,
+                  "scale_notes": ctx.scale.notes, "command": ctx.command, "systems": results}
+    if family.comparisons:
+        comparison["comparisons"] = [list(p) for p in family.comparisons]
+    if family.reference:
+        comparison["paper_reference"] = family.reference
+    try:
+        comparison["statistics"] = stats.analyse(comparison, results,
+                                                 run_statistics(family.kind, ctx.out, ctx.data.test_ref))
+    except ValueError as e:
+        raise ReproError(f"{family.name}: {e}")
+    write_json(os.path.join(ctx.out, "comparison.json"), comparison)
+    return comparison

@@ -1,0 +1,152 @@
+"""Training: fairseq-train on the paper's schedule, resumed from ``checkpoint_last.pt`` when
+interrupted, with one dev point per validation recorded in ``curve.jsonl`` and the reason training
+stopped in ``train_done.json``."""
+import json
+import os
+import shutil
+import sys
+import time
+from typing import List, Optional
+
+from fairseq_local.file_io import read_json, write_json
+from fairseq_local_repro.context import Data, RunContext
+from fairseq_local_repro.families import Family, System
+from fairseq_local_repro.processes import USER_DIR, ReproError, run_logged, say, tail
+
+
+def task_options(family: Family, data: Data) -> List[str]:
+    if family.kind == "lm":  # one sentence per sample: Multi30k captions / PTB sentences are independent
+        return ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512"]
+    return ["--task", family.task, "--source-lang", data.src, "--target-lang", data.tgt]
+
+
+def train_command(ctx: RunContext, system: System, seed: int) -> List[str]:
+    """fairseq-train with the paper's schedule (Section 4.1 of Xu et al.): Adam, learning rate
+    halved whenever the dev loss does not improve (reduce_lr_on_plateau, lr-patience 0), early
+    stop after ``scale.patience`` stale validations, capped at ``ctx.max_epoch`` epochs."""
+    scale = ctx.scale
+    data = ctx.data.for_system(system)
+    save_dir = os.path.join(ctx.run_dir(system.name, seed), "checkpoints")
+    cmd = [sys.executable, "-m", "fairseq_cli.train", data.bin, "--user-dir", USER_DIR,
+           *task_options(ctx.family, data), "--arch", system.arch, *ctx.plan[system.name].width_options, *system.options,
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(scale.lr),
+           "--clip-norm", str(scale.clip_norm), "--dropout", str(scale.dropout), "--criterion", "cross_entropy",
+           "--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-patience", "0",
+           "--stop-min-lr", "1e-06", "--patience", str(scale.patience), "--max-epoch", str(ctx.max_epoch),
+           "--max-tokens", str(ctx.max_tokens), "--seed", str(seed), "--save-dir", save_dir,
+           "--no-epoch-checkpoints", "--best-checkpoint-metric", "loss",
+           "--log-format", "json", "--log-interval", "25", "--num-workers", "0"]
+    if ctx.cpu:
+        cmd.append("--cpu")
+    return cmd
+
+
+def _stats(line: str, tag: str) -> Optional[dict]:
+    marker = f"| {tag} | {{"
+    if marker not in line:
+        return None
+    try:
+        return json.loads(line[line.index(marker) + len(marker) - 1:])
+    except ValueError:
+        return None
+
+
+def read_curve(path: str) -> List[dict]:
+    """Dev points of ``curve.jsonl``, one per epoch (a repeated epoch after a resume: the last)."""
+    if not os.path.isfile(path):
+        return []
+    by_epoch = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                p = json.loads(line)
+                by_epoch[p["epoch"]] = p
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
+    """Run (or resume) fairseq-train; record one curve point per validation with the wall time
+    accumulated over resumes; return and store ``train_done.json``."""
+    done_path = os.path.join(sdir, "train_done.json")
+    if os.path.isfile(done_path):
+        return read_json(done_path)
+    curve_path = os.path.join(sdir, "curve.jsonl")
+    previous = read_curve(curve_path)
+    offset = previous[-1]["wall_s"] if previous else 0.0
+    t0 = time.time()
+    state = {"lr": None, "early_stop": False, "min_lr": False, "params": None, "epoch": 0}
+
+    def on_line(line: str):
+        if "num. shared model params:" in line:
+            state["params"] = int(line.split("num. shared model params:")[1].split("(")[0].replace(",", "").strip())
+        elif "early stop since valid performance" in line:
+            state["early_stop"] = True
+        elif "stopping training because current learning rate" in line:
+            state["min_lr"] = True
+        inner = _stats(line, "train_inner")
+        if inner is not None and "lr" in inner:  # the learning rate of the epoch being trained
+            state["lr"] = float(inner["lr"])
+        valid = _stats(line, "valid")
+        if valid is not None and "valid_loss" in valid:
+            point = {"epoch": int(valid["epoch"]), "updates": int(float(valid["valid_num_updates"])),
+                     "dev_loss": float(valid["valid_loss"]), "dev_ppl": float(valid["valid_ppl"]),
+                     "lr": state["lr"], "wall_s": round(offset + time.time() - t0, 1)}
+            state["epoch"] = point["epoch"]
+            with open(curve_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(point) + "\n")
+            say(f"{tag}: epoch {point['epoch']} ({point['updates']} updates, {point['wall_s'] / 60:.1f} min): "
+                f"dev loss {point['dev_loss']:.3f} bits, ppl {point['dev_ppl']:.2f}, lr {point['lr']}")
+
+    log = os.path.join(sdir, "train.log")
+    say(f"{tag}: training{' (resuming from checkpoint_last.pt)' if previous else ''}")
+    rc = run_logged(cmd, log, on_line)
+    if rc:
+        raise ReproError(f"{tag}: fairseq-train exited with status {rc}: {tail(log)} (full log: {log})")
+    curve = read_curve(curve_path)
+    if not curve:
+        raise ReproError(f"{tag}: fairseq-train ran no validation (full log: {log})")
+    stopped = "early_stop" if state["early_stop"] else "min_lr" if state["min_lr"] else (
+        "max_epoch" if curve[-1]["epoch"] >= max_epoch else "unknown")
+    done = {"stopped": stopped, "hit_max_epoch": stopped == "max_epoch", "epochs": curve[-1]["epoch"],
+            "updates": curve[-1]["updates"], "wall_s": curve[-1]["wall_s"], "params": state["params"]}
+    write_json(done_path, done)
+    return done
+
+
+def keep_vocabulary(data: Data, ckpt_dir: str):
+    """The BPE codes and dictionaries beside the checkpoint, so that it can be used on its own (with
+    the corpus's attribution files, where the data dir has them: the dictionaries derive from it)."""
+    if not data.src:
+        shutil.copy(os.path.join(data.bin, "dict.txt"), os.path.join(ckpt_dir, "dict.txt"))
+        return
+    for name in (f"dict.{data.src}.txt", f"dict.{data.tgt}.txt"):
+        shutil.copy(os.path.join(data.bin, name), os.path.join(ckpt_dir, name))
+    for name in sorted(os.listdir(data.bin)):
+        if name.endswith(".attribution"):
+            shutil.copy(os.path.join(data.bin, name), os.path.join(ckpt_dir, name))
+    bpe = os.path.join(data.bin, "bpe")
+    for name in sorted(os.listdir(bpe)) if os.path.isdir(bpe) else []:
+        if name.startswith("codes."):
+            shutil.copy(os.path.join(bpe, name), os.path.join(ckpt_dir, name))
+
+
+SWEPT_OPTIONS = ("--lr", "--dropout", "--clip-norm")
+
+
+def check_same_settings(tag: str, sdir: str, cmd: List[str]):
+    """A run folder holds one setting: refuse to resume or reuse a run that ``train.log`` shows was
+    trained with another learning rate, dropout or clipping threshold (a sweep point needs its own ``--out``)."""
+    log = os.path.join(sdir, "train.log")
+    if not os.path.isfile(log):
+        return
+    with open(log, encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.startswith("$ ")), None)
+    if first is None:
+        return
+    earlier = first[2:].split()
+    for opt in SWEPT_OPTIONS:
+        if opt in earlier and opt in cmd:
+            was, now = earlier[earlier.index(opt) + 1], cmd[cmd.index(opt) + 1]
+            if float(was) != float(now):
+                raise ReproError(f"{tag}: {sdir} was trained with {opt} {was}, this run asks for {now}; "
+                                 "give this setting its own --out")
