@@ -155,9 +155,10 @@ if [ "$MODE" = bpe ] || [ "$MODE" = both ]; then
     [ -f "$S/$n.lat" ] || $PY "$REPO_ROOT/scripts/build_lattices.py" --input "$OUT/raw/$n.zh" --output "$S/$n.lat" \
         --segmenters jieba --workers "$WORKERS"
     $PY -c "
-import sys; sys.path.insert(0, sys.argv[1])
-from fairseq_local.data.lattice import read_lattices
-print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices(sys.argv[2])), end='')" "$REPO_ROOT" "$S/$n.lat" > "$S/$n.zh.tmp"
+import sys
+from fairseq_local_repro.text.plugin import plugin_module
+read_lattices = plugin_module('data.lattice').read_lattices
+print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices(sys.argv[1])), end='')" "$S/$n.lat" > "$S/$n.zh.tmp"
     mv "$S/$n.zh.tmp" "$S/$n.zh"
     ln -sf "$OUT/raw/$n.tok.en" "$S/$n.en"
   done
