@@ -15,10 +15,14 @@ scripts or ``python -m fairseq_cli.<name>``):
   ``PROG: error: --user-dir fairseq_locl: no such directory (/abs/fairseq_locl); did you mean
   --user-dir /abs/fairseq_local?``;
 * ``fairseq-hydra-train``: Hydra's ``run_and_report`` (which prints what the job or the config
-  composition raised) is wrapped so that an unknown config key or a missing ``common.user_dir``
-  is one line naming the key, with the closest keys of that group.
+  composition raised) and ``JobReturn.return_value`` (which announces a failed job with ``Error
+  executing job with overrides: [...]`` before re-raising its exception) are wrapped so that an
+  unknown config key or a missing ``common.user_dir`` is one line, ours alone, naming the key with
+  the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``).
 
-Both end with exit status 2; every other exception keeps its traceback or Hydra's report.  Cost
+Both end with exit status 2; every other exception, and every one under ``HYDRA_FULL_ERROR=1``,
+keeps its traceback or Hydra's report.  In ``fairseq-hydra-train`` the hook also filters what Hydra
+says about fairseq's own use of it (:data:`HYDRA_NOISE`) before our line or the training log.  Cost
 (2 busy cores): about 15 microseconds of start-up in any other Python process, 3 ms in a fairseq CLI.
 """
 import os
@@ -158,7 +162,29 @@ def config_key_message(exc):
         if dataclasses.is_dataclass(exc.object_type):
             candidates = [f.name for f in dataclasses.fields(exc.object_type)]
     what = "no such config key" if group else "no such config group"
-    return f"{full_key}: {what}{did_you_mean(key, candidates, group)}"
+    hint = did_you_mean(key, candidates, group)
+    if not hint and group and parent is not None:  # ``task.max_tokenz``: the key of another group
+        hint = _in_other_groups(key, parent, group.rstrip("."))
+    return f"{full_key}: {what}{hint}"
+
+
+def _in_other_groups(key, node, group):
+    """``; did you mean dataset.max_tokens?`` for ``task.max_tokenz``: the closest keys among the
+    other groups of the config that ``node`` (the group ``group``) belongs to, or ""."""
+    import difflib
+
+    try:
+        root = node._get_root()
+        full = {}
+        for g in root.keys():
+            sub = root.get(g) if g != group else None
+            for k in (sub.keys() if hasattr(sub, "keys") else ()):
+                full.setdefault(str(k), []).append(f"{g}.{k}")
+    except Exception:
+        return ""
+    close = difflib.get_close_matches(key, sorted(full), n=2, cutoff=0.8)
+    names = [name for k in close for name in full[k]][:3]
+    return f"; did you mean {' or '.join(names)}?" if names else ""
 
 
 def message(exc, prog):
@@ -217,6 +243,30 @@ def _wrap_hydra():
 
     run_and_report._fairseq_local = True
     hydra_utils.run_and_report = run_and_report
+    _wrap_job_return()
+
+
+def _wrap_job_return():
+    """Hydra reads a failed job's exception from ``JobReturn.return_value``, which first writes
+    ``Error executing job with overrides: [...]``; for an exception that has our one line, that
+    line would come before ours, so it is ours alone (``HYDRA_FULL_ERROR=1`` keeps Hydra's report
+    and its traceback).  The plugin's own wrapper (``patches/one_line_errors.py``), installed later
+    around this one, answers its user errors first."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    prop = JobReturn.__dict__.get("return_value")
+    if prop is None or getattr(prop.fget, "_fairseq_local_startup", False):
+        return
+
+    def return_value(self):
+        if self.status == JobStatus.FAILED and not os.environ.get("HYDRA_FULL_ERROR"):
+            msg = message(self._return_value, _STATE["prog"])
+            if msg is not None:
+                _exit(_STATE["prog"], msg)
+        return prop.fget(self)
+
+    return_value._fairseq_local_startup = True
+    JobReturn.return_value = property(return_value, prop.fset)
 
 
 def install(argv=None, orig_argv=None):
@@ -229,5 +279,28 @@ def install(argv=None, orig_argv=None):
     _STATE["excepthook"] = sys.excepthook
     sys.excepthook = _excepthook
     if "hydra" in prog:
+        _quiet_hydra()
         _wrap_hydra()
     return prog
+
+
+# What Hydra 1.3 says about fairseq's own use of it, before the plugin (and its filters,
+# fairseq_local/_quiet.py) is imported; nothing a user of fairseq-hydra-train can act on.
+HYDRA_NOISE = (
+    r"\s*The version_base parameter is not specified",
+    r"\s*'[^']*' is validated against ConfigStore schema with the same name",  # fairseq's hydra_init
+    r"\s*Future Hydra versions will no longer change working directory at job runtime by default",
+)
+
+
+def _quiet_hydra():
+    """Filter :data:`HYDRA_NOISE` (unless ``-W`` or ``PYTHONWARNINGS`` decide) and keep Hydra's DEBUG
+    lines off (``import fairseq`` sets the root logger to DEBUG before Hydra configures logging;
+    ``hydra.verbose=hydra`` sets Hydra's logger back to DEBUG when the job starts)."""
+    import logging
+    import warnings
+
+    if not sys.warnoptions:
+        for pattern in HYDRA_NOISE:
+            warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+    logging.getLogger("hydra").setLevel(logging.INFO)

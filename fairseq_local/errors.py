@@ -46,6 +46,8 @@ def one_line(exc: BaseException) -> Optional[str]:
         if exc.filename is not None:
             return f"{exc.filename}: {exc.strerror or 'no such file or directory'}"
         return " ".join(str(exc).split("\n"))
+    if type(exc) is OSError and str(exc).startswith("file ") and str(exc).endswith(" not found"):
+        return f"{str(exc)[5:-10]}: no such file"  # fairseq's cached_path: --bpe-codes, --sentencepiece-model...
     if type(exc).__name__ == "ProcessRaisedException":  # torch.multiprocessing.spawn: a child's traceback
         last = str(exc).rstrip().splitlines()[-1] if str(exc).strip() else ""
         for cls in _all_subclasses(UserError):

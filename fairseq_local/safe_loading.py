@@ -193,6 +193,22 @@ def _load(path, load):
                 r"PytorchStreamReader|zip archive|Invalid argument|invalid load key|corrupt", str(err)):
             raise
         raise not_complete(path, _first_line(err)) from None
+    except Exception as err:  # noqa: BLE001 -- only what torch's unpickler raised on a non-zip file
+        if zipfile.is_zipfile(path) or not _raised_by_unpickler(err):
+            raise
+        raise not_complete(path, f"not a torch checkpoint: {_first_line(err)}") from None
+
+
+_UNPICKLER_FILES = ("_weights_only_unpickler.py", "serialization.py", "pickle.py")
+
+
+def _raised_by_unpickler(err) -> bool:
+    """Whether ``err`` was raised inside torch's (weights-only) unpickler: random or foreign bytes read
+    as a legacy (non-zip) checkpoint end in IndexError, KeyError, ValueError... from its stack machine."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and os.path.basename(tb.tb_frame.f_code.co_filename) in _UNPICKLER_FILES
 
 
 def safe_load(path, map_location="cpu", mmap=False):

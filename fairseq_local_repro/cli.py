@@ -1,7 +1,8 @@
 """Reproduce one paper's central comparison on real data, every system trained to convergence.
 
     python scripts/reproduce.py FAMILY [--scale cpu|paper] [--seeds N] [--out DIR] [--systems a,b]
-        [--test-src F --test-ref F] [--max-epoch N] [--dropout P] [--clip-norm C] [--dry-run] [--publish [--variant NAME]]
+        [--test-src F --test-ref F] [--max-epoch N] [--lr LR] [--dropout P] [--clip-norm C] [--tuned-on-dev]
+        [--running-text] [--dry-run] [--publish [--variant NAME]]
     python scripts/reproduce.py --page-only        # rewrite docs/results.md from the committed JSON
     python scripts/reproduce.py --recompute        # recompute every p-value and interval from committed files
 
@@ -20,9 +21,15 @@ Everything goes to ``OUT/FAMILY/`` (checkpoints, BPE codes,
 dictionaries, logs, ``results.json`` per system, ``comparison.json``).  Interrupted, it resumes
 where it stopped: finished systems are skipped, a training resumes from its checkpoint_last.pt.
 ``--publish`` copies the JSON, each run's test outputs (gzip'd) and the curves to
-docs/results/reproduce/FAMILY/ and rewrites docs/results.md; ``--variant NAME`` publishes a sweep point or probe (``--dropout``, ``--clip-norm``, ``--limit-train``) to
-docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.  ``--test-src F --test-ref F`` also scores every trained system on a raw
-parallel test set of your own (no retraining).  ``python -m fairseq_local_repro`` takes the same options.
+docs/results/reproduce/FAMILY/ and rewrites docs/results.md; ``--variant NAME`` publishes a sweep
+point or probe (``--lr``, ``--dropout``, ``--clip-norm``, ``--limit-train``, ``--tuned-on-dev``,
+``--running-text``) to docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.
+``--tuned-on-dev`` trains each system at the point of the family's registered learning-rate/dropout
+grid where its published seed-1 run had the lowest dev loss; ``--running-text`` trains a
+language-model family on running text streamed across sentence boundaries.  The results page lists
+every registered comparison still to run (``Family.planned``) with the one command that trains it.
+``--test-src F --test-ref F`` also scores every trained system on a raw parallel test set of your
+own (no retraining).  ``python -m fairseq_local_repro`` takes the same options.
 """
 import argparse
 import dataclasses
@@ -62,6 +69,7 @@ def _checked(convert, ok, expected: str):
 
 
 positive = _checked(int, lambda v: v >= 1, "a positive integer")
+learning_rate = _checked(float, lambda v: 0.0 < v < float("inf"), "a positive number")
 dropout_rate = _checked(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 clip_threshold = _checked(float, lambda v: 0.0 <= v < float("inf"), "a number >= 0 (0: no clipping)")
 
@@ -96,6 +104,14 @@ def parse_args(argv=None):
     p.add_argument("--max-epoch", type=positive, help="safety cap on epochs (default: the scale's)")
     p.add_argument("--max-tokens", type=positive, help="batch size in tokens (default: the scale's)")
     p.add_argument("--width", type=positive, help="override the scale's common width (embeddings and hidden units)")
+    p.add_argument("--lr", type=learning_rate,
+                   help="override the scale's learning rate for every system (a sweep point: use its own --out)")
+    p.add_argument("--tuned-on-dev", action="store_true",
+                   help="each system at the point of the family's learning-rate/dropout grid where its published "
+                        "seed-1 run had the lowest dev loss (the test set is never read)")
+    p.add_argument("--running-text", action="store_true",
+                   help="language-model families: running text streamed across sentence boundaries (the PTB and "
+                        "WikiText-2 validation files under DATA_ROOT/lm, cut into contiguous train/dev/test parts)")
     p.add_argument("--dropout", type=dropout_rate,
                    help="override the scale's dropout for every system (a sweep point: use its own --out)")
     p.add_argument("--clip-norm", type=clip_threshold,
@@ -131,9 +147,11 @@ def parse_args(argv=None):
         p.error("--queued names runs on the published page; add --publish")
     if a.variant and not a.publish:
         p.error("--variant names where --publish puts the run; add --publish")
+    if a.tuned_on_dev and (a.lr is not None or a.dropout is not None):
+        p.error("--tuned-on-dev picks each system's --lr and --dropout; give neither")
     if a.publish and not a.variant:
-        for opt in ("dropout", "clip_norm"):
-            if getattr(a, opt) is not None:
+        for opt in ("lr", "dropout", "clip_norm", "tuned_on_dev", "running_text"):
+            if getattr(a, opt) not in (None, False):
                 p.error(f"--{opt.replace('_', '-')} changes the family's setting: publish the run with --variant NAME "
                         "so that it does not replace the family's comparison")
     return a
@@ -144,10 +162,13 @@ def canonical_command(a) -> str:
     parts = ["python", "scripts/reproduce.py", a.family, "--scale", a.scale]
     if a.seeds != 1:
         parts += ["--seeds", str(a.seeds)]
-    for opt in ("systems", "max_epoch", "max_tokens", "width", "dropout", "clip_norm", "limit_train", "limit_eval"):
+    for opt in ("systems", "max_epoch", "max_tokens", "width", "lr", "dropout", "clip_norm", "limit_train",
+                "limit_eval", "tuned_on_dev", "running_text"):
         value = getattr(a, opt)
-        if value is not None:
-            parts += ["--" + opt.replace("_", "-"), str(value)]
+        if value is True:
+            parts.append("--" + opt.replace("_", "-"))
+        elif value not in (None, False):
+            parts += ["--" + opt.replace("_", "-"), f"{value:g}" if opt == "lr" else str(value)]
     return " ".join(shlex.quote(x) for x in parts)
 
 
@@ -160,10 +181,11 @@ def _scale(a, family: families.Family) -> families.Scale:
     scale = family.scales[a.scale]
     if a.width is not None and scale.width is None:
         fail("--width applies to --scale cpu (--scale paper uses the architectures' own widths)")
-    changed = {k: getattr(a, k) for k in ("width", "dropout", "clip_norm") if getattr(a, k) is not None}
-    overrides = [f"--{k.replace('_', '-')} {getattr(a, k)}" for k in ("width", "dropout", "clip_norm", "max_epoch",
-                                                                       "max_tokens", "limit_train", "limit_eval")
-                 if getattr(a, k) is not None]
+    changed = {k: getattr(a, k) for k in ("width", "lr", "dropout", "clip_norm") if getattr(a, k) is not None}
+    overrides = [f"--{k.replace('_', '-')} " + (f"{getattr(a, k):g}" if k == "lr" else str(getattr(a, k)))
+                 for k in ("width", "lr", "dropout", "clip_norm", "max_epoch", "max_tokens", "limit_train",
+                           "limit_eval") if getattr(a, k) is not None]
+    overrides += [f"--{k.replace('_', '-')}" for k in ("tuned_on_dev", "running_text") if getattr(a, k)]
     if overrides:
         changed["notes"] = (scale.notes + "; " if scale.notes else "") + "this run overrides " + ", ".join(overrides)
     return dataclasses.replace(scale, **changed)
@@ -193,28 +215,40 @@ def main(argv=None):
     for f in a.test_src + a.test_ref + a.test_text:
         if not os.path.isfile(f):
             fail(f"test file '{f}' does not exist")
+    if a.running_text and (family.kind != "lm" or a.scale != "cpu"):
+        fail(f"--running-text is a --scale cpu language-model corpus; '{family.name}' is "
+             + ("a translation family" if family.kind != "lm" else "run at --scale paper on PTB"))
     scale = _scale(a, family)
     out = os.path.abspath(os.path.join(a.out, family.name))
     from fairseq_local_repro import extra, page, prepare, run
     from fairseq_local_repro.context import RunContext
-    from fairseq_local_repro.plan import plan_options
+    from fairseq_local_repro.plan import plan_options, tuned_on_dev
     from fairseq_local_repro.processes import ReproError, cuda_available, say, stop_children
     from fairseq_local_repro.train import train_command
 
     try:
+        tuned = tuned_on_dev(family, os.path.join(a.docs, "results", "reproduce")) if a.tuned_on_dev else {}
+        if tuned:
+            scale = dataclasses.replace(scale, notes=scale.notes + "; learning rate and dropout per system, chosen on "
+                                        "the dev loss of the published sweep (--tuned-on-dev): " + ", ".join(
+                                            f"{s.name} {tuned[s.name]['lr']:g} / {tuned[s.name]['dropout']:g}"
+                                            for s in systems))
         if a.dry_run:
             data = prepare.prepared_data(out)
         else:
-            data = prepare.prepare(family, a.scale, scale, out, a.data_root, a.limit_train, a.limit_eval, a.iwslt_tgz)
+            data = prepare.prepare(family, a.scale, scale, out, a.data_root, a.limit_train, a.limit_eval, a.iwslt_tgz,
+                                   running_text=a.running_text)
         ctx = RunContext(family=family, scale=scale, scale_name=a.scale, out=out,
                          max_epoch=a.max_epoch or scale.max_epoch, max_tokens=a.max_tokens or scale.max_tokens,
                          command=canonical_command(a), cpu=not cuda_available(), data=data,
-                         plan=plan_options(family, scale, systems, data))
+                         plan=plan_options(family, scale, systems, data), tuned=tuned)
         for s in systems:
             plan = ctx.plan[s.name]
             params = f"{plan.params:,} parameters" if plan.params else "parameters counted after data preparation"
             match = f", size-matched to {s.size_match} ({plan.target_params:,})" if plan.target_params else ""
-            say(f"{family.name}/{s.name}: {s.arch} {' '.join(plan.width_options + list(s.options))} -> {params}{match}")
+            setting = f" (lr {tuned[s.name]['lr']:g}, dropout {tuned[s.name]['dropout']:g})" if s.name in tuned else ""
+            say(f"{family.name}/{s.name}: {s.arch} {' '.join(plan.width_options + list(s.options))} -> {params}{match}"
+                + setting)
         if a.dry_run:
             for s in systems:
                 if data is not None:

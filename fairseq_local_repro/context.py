@@ -31,6 +31,15 @@ class Data:
     description: str
     sizes: Dict[str, int]
     bins: Dict[str, str] = field(default_factory=dict)  # a family whose systems read different sources: key -> dir
+    # a language-model corpus: 0 = one sentence per sample; N = running text in N-token blocks that
+    # run across sentence boundaries (--running-text)
+    lm_block: int = 0
+
+    def lm_options(self) -> List[str]:
+        """The language-model task's sample options of this corpus (training and evaluation alike)."""
+        if self.lm_block:
+            return ["--sample-break-mode", "none", "--tokens-per-sample", str(self.lm_block)]
+        return ["--sample-break-mode", "eos", "--tokens-per-sample", "512"]
 
     def for_system(self, system: System) -> "Data":
         """The data ``system`` reads: the binarized dir of its ``data`` key (the one dir when it has none)."""
@@ -65,6 +74,12 @@ class RunContext:
     cpu: bool                      # no GPU visible: fairseq runs with --cpu
     data: Optional[Data]           # None in a dry run before the data are prepared
     plan: Mapping[str, SystemPlan]
+    # per system, the learning rate and dropout that replace the scale's (--tuned-on-dev)
+    tuned: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def setting(self, system: str) -> Dict[str, float]:
+        """The learning rate and dropout ``system`` trains with: its tuned ones, else the scale's."""
+        return {"lr": self.scale.lr, "dropout": self.scale.dropout, **self.tuned.get(system, {})}
 
     def run_dir(self, system: str, seed: int) -> str:
         return os.path.join(self.out, f"{system}-s{seed}")

@@ -56,14 +56,14 @@ _WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?::| \| )(\d+) (.*\])$")
 
 
 def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test", bin_dir: Optional[str] = None) -> dict:
-    """Test perplexity with fairseq-eval-lm (one sentence per sample, as trained), and every
-    sentence's summed log-probability (``--output-word-probs``) for the per-sentence tests."""
+    """Test perplexity with fairseq-eval-lm (one sentence, or one block of running text, per sample,
+    as trained), and every sample's summed log-probability (``--output-word-probs``) for the
+    per-sentence tests."""
     os.makedirs(out_dir, exist_ok=True)
     log = _fresh(os.path.join(out_dir, "eval_lm.log"))
     cmd = [sys.executable, "-m", "fairseq_cli.eval_lm", bin_dir or data.bin, "--user-dir", USER_DIR,
-           "--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512",
-           "--path", ckpt, "--gen-subset", subset, "--max-tokens", "4000", "--output-word-probs", "--num-workers", "0",
-           *cpu_flag()]
+           "--task", "language_modeling", *data.lm_options(), "--path", ckpt, "--gen-subset", subset,
+           "--max-tokens", "4000", "--output-word-probs", "--num-workers", "0", *cpu_flag()]
     sentences: Dict[int, List[float]] = {}
     summary = {}
 
@@ -83,7 +83,8 @@ def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test",
     scores = [sentences[i] for i in sorted(sentences)]
     write_json(os.path.join(out_dir, "sentence_nll.json"), scores)
     return {"ppl": round(summary["ppl"], 2), "loss_bits": summary["loss_bits"], "sentences": len(scores),
-            "label": "perplexity (fairseq-eval-lm, one sentence per sample, EOS counted)",
+            "label": (f"perplexity (fairseq-eval-lm, {data.lm_block}-token blocks of running text, EOS counted)"
+                      if data.lm_block else "perplexity (fairseq-eval-lm, one sentence per sample, EOS counted)"),
             "nll": os.path.join(out_dir, "sentence_nll.json")}
 
 

@@ -7,7 +7,9 @@ A family is a :class:`Family`; its systems are :class:`System` rows.  The first 
 ``--scale cpu`` follow one rule per family (``Scale.width``): every system gets the same embedding
 and hidden width, except a system with ``size_match`` set, whose hidden width is the one that gives
 it the parameter count of the named system at that width (the size-matched control of the paper).
-Standard library only, so that ``reproduce.py`` can report a bad family name without importing
+``Family.planned`` lists the comparisons still to train (:class:`RunSet`: systems, seeds, setting and
+the one command that trains and publishes them); the results page shows each run of them that is not
+yet published.  Standard library only, so that ``reproduce.py`` can report a bad family name without importing
 fairseq.
 """
 from dataclasses import dataclass, field
@@ -15,7 +17,8 @@ from typing import Dict, List, Optional, Tuple
 
 
 # Width options as templates: {w} = the scale's common width, {h} = the hidden width (= {w}, or
-# the size-matching width of a size-matched system).
+# the size-matching width of a size-matched system), {f} = 4 {w} (a SAN filter), {w2} = 2 {w} and
+# {f2} = 8 {w} (a "wider" control: twice the width, and its filter).
 SEQ2SEQ_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}",
                   "--encoder-hidden-size", "{h}", "--decoder-hidden-size", "{h}")
 RNN_LM_WIDTHS = ("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}")
@@ -23,6 +26,15 @@ RNN_LM_WIDTHS = ("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}")
 # filter size {f} = 4 {w} (the paper's 256 / 1024).
 DPN_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}", "--encoder-conv-dim", "{w}",
               "--decoder-conv-dim", "{w}", "--encoder-ffn-embed-dim", "{f}", "--decoder-ffn-embed-dim", "{f}")
+# DPN-S2S Table 1's controls (fairseq_local/models/baselines.py) at the same common width: the
+# paper's 256 -> {w}, its 512 ("wider") -> {w2}, its 1024 / 2048 filters -> {f} / {f2}.
+DPN_CNN_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}", "--decoder-out-embed-dim", "{w}")
+DPN_WIDER_CNN_WIDTHS = DPN_CNN_WIDTHS + ("--encoder-layers", "[({w2}, 3)] * 4", "--decoder-layers", "[({w2}, 3)] * 4")
+DPN_DEEPER_CNN_WIDTHS = DPN_CNN_WIDTHS + ("--encoder-layers", "[({w}, 3)] * 8", "--decoder-layers", "[({w}, 3)] * 8")
+DPN_WIDER_SAN_WIDTHS = ("--encoder-embed-dim", "{w2}", "--decoder-embed-dim", "{w2}", "--encoder-ffn-embed-dim", "{f2}",
+                        "--decoder-ffn-embed-dim", "{f2}")
+DPN_DEEPER_SAN_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{w}", "--encoder-ffn-embed-dim", "{f}",
+                         "--decoder-ffn-embed-dim", "{f}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,30 @@ class Scale:
 
 
 @dataclass(frozen=True)
+class RunSet:
+    """A comparison of the family still to be trained (and, once published, kept complete): the
+    registered ``systems`` (every one when empty; the baseline always) over seeds 1..``seeds`` with
+    the ``reproduce.py`` options ``options`` (a setting of its own: dropout, learning rate, corpus),
+    published to ``docs/results/reproduce/<family>/<variant>/``.  A run counts as done there when
+    its JSON is published and was split after the overlap check (its ``split`` records the dropped
+    pairs); the results page lists the others with :meth:`command`."""
+    variant: str
+    seeds: int
+    why: str                       # what the comparison tests (one phrase, shown on the page)
+    systems: Tuple[str, ...] = ()
+    options: Tuple[str, ...] = ()
+
+    def command(self, family: str) -> str:
+        """The one command that trains the missing runs and publishes the comparison (finished runs
+        under its ``--out`` are skipped, interrupted ones resume)."""
+        parts = ["python", "scripts/reproduce.py", family, "--scale", "cpu", "--seeds", str(self.seeds)]
+        if self.systems:
+            parts += ["--systems", ",".join(self.systems)]
+        return " ".join(parts + list(self.options) + ["--out", f"checkpoints/{self.variant}", "--publish",
+                                                       "--variant", self.variant])
+
+
+@dataclass(frozen=True)
 class Family:
     name: str
     kind: str                      # "translation" (BLEU) or "lm" (perplexity)
@@ -72,6 +108,10 @@ class Family:
     # the comparisons the claim makes, (system, reference) pairs, Holm-corrected together (default:
     # every system against the baseline)
     comparisons: Tuple[Tuple[str, str], ...] = ()
+    # the comparisons still to train (listed on the results page until published)
+    planned: Tuple[RunSet, ...] = ()
+    # a learning-rate/dropout grid swept per system on dev (``--tuned-on-dev`` picks each system's point)
+    sweep: Dict[str, Tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def baseline(self) -> System:
@@ -103,6 +143,9 @@ FAMILIES: Dict[str, Family] = {
             System("mc_rnn_3", "MC-RNN-3", "mc_rnn_iwslt_de_en_3"),
             System("baseline", "Baseline-RNN", "rnnsearch_iwslt_de_en", baseline=True),
             System("baseline_large", "Baseline-RNN-large", "rnnsearch_iwslt_de_en_large", size_match="mc_rnn_3"),
+            # Table 5's other control: 3 layers instead of 2, "almost the same" size as MC-RNN-3 (29M
+            # each): its hidden width is the one that matches MC-RNN-3's parameter count
+            System("baseline_deep", "Baseline-RNN-deep", "rnnsearch_iwslt_de_en_deep", size_match="mc_rnn_3"),
         ),
         scales={
             "cpu": Scale(width=128, max_tokens=1000, patience=2, max_epoch=40, train_pairs=10000,
@@ -119,6 +162,15 @@ FAMILIES: Dict[str, Family] = {
         data_cpu=MULTI30K_CPU,
         data_paper="IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh: Moses-tokenized, lowercased, joint "
                    "subword-nmt BPE 25000; its valid = dev, its test = test)",
+        # Tables 2 and 5: MC-RNN-3 against the baseline and against each size-matched control
+        comparisons=(("mc_rnn_3", "baseline"), ("mc_rnn_3", "baseline_large"), ("mc_rnn_3", "baseline_deep")),
+        planned=(
+            RunSet("clean_split", 3, "MC-RNN-3 against Baseline-RNN and both size-matched controls of Table 5 "
+                                     "(Baseline-RNN-large, Baseline-RNN-deep), three seeds each, on the clean split"),
+            RunSet("dropout_0.5", 3, "MC-RNN-3 at the baseline's dropout grid point 0.5 (0.2: the family's setting, "
+                                     "0.4: dropout_0.4), three seeds each",
+                   systems=("mc_rnn_3",), options=("--max-epoch", "60", "--dropout", "0.5")),
+        ),
     ),
 }
 
@@ -183,7 +235,32 @@ FAMILIES["parallel_cells"] = Family(
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
+    planned=(RunSet("clean_split", 5, "Table 2's slice reading (wide 3, wide 5) against wide 1, the headline, and the "
+                                      "full-input wide 3 as a labelled variant, five seeds each, on the clean split"),),
 )
+
+# genCNN's sweep: each system gets its own learning rate and dropout, chosen on the dev loss of one
+# seed per grid point (never on the test set); the family's setting (Adam 1e-3, no dropout) is one point.
+GENCNN_SWEEP = {"lr": (3e-4, 1e-3, 3e-3), "dropout": (0.0, 0.3)}
+
+
+def sweep_point(lr: float, dropout: float) -> str:
+    """The variant folder of one grid point (e.g. ``sweep_lr0.001_dropout0.3``)."""
+    return f"sweep_lr{lr:g}_dropout{dropout:g}"
+
+
+def sweep_runsets(grid: Dict[str, Tuple[float, ...]], why: str) -> Tuple[RunSet, ...]:
+    """One seed of every system at each (learning rate, dropout) point of ``grid``."""
+    return tuple(RunSet(sweep_point(lr, d), 1, why, options=("--lr", f"{lr:g}", "--dropout", f"{d:g}"))
+                 for lr in grid["lr"] for d in grid["dropout"])
+
+
+# The only running text at hand (--running-text): the PTB and WikiText-2 validation files of
+# ../shared/data/lm/, each cut into contiguous parts (prepare.split_running_text).
+RUNNING_TEXT_SPLIT = ("the PTB and WikiText-2 validation files, each cut into contiguous parts: its first 80 % of "
+                      "lines = train, the next 10 % = dev, the last 10 % = test, blank lines removed and dev and test "
+                      "cleaned of every line that also occurs in train; lowercased, no BPE, 256-token blocks that "
+                      "run across sentence and article boundaries")
 
 FAMILIES["gencnn"] = Family(
     name="gencnn",
@@ -209,6 +286,14 @@ FAMILIES["gencnn"] = Family(
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
+    sweep=GENCNN_SWEEP,
+    planned=(*sweep_runsets(GENCNN_SWEEP, "every system at one point of the learning-rate/dropout grid, one seed: "
+                                          "the dev loss that picks each system's setting"),
+             RunSet("tuned", 3, "each system at the grid point of its lowest dev loss (--tuned-on-dev), three seeds "
+                                "each", options=("--tuned-on-dev",)),
+             RunSet("streamed", 3, "running text streamed across sentence boundaries, so that genCNN's βCNN sees a "
+                                   "history (" + RUNNING_TEXT_SPLIT + "), three seeds each",
+                    options=("--running-text",))),
 )
 
 # DPN-S2S (Song et al., COLING 2018), Table 4's M9 against its one-path ablations M1 and M5, as
@@ -229,6 +314,13 @@ FAMILIES["dpn_s2s"] = Family(
         System("m9", "M9 (DPN-S2S)", "dpn_s2s_m9", baseline=True, widths=DPN_WIDTHS, alignment_entropy=True),
         System("m1", "M1 (CNN only)", "dpn_s2s_m1", widths=DPN_WIDTHS),
         System("m5", "M5 (SAN only)", "dpn_s2s_m5", widths=DPN_WIDTHS),
+        # Table 1's controls, each larger than M9 (the paper: 20.37M, 13.82M, 27.06M and 13.54M against
+        # M9's 11.57M), at the same common width: the wider/deeper CNN-only (ConvS2S) and SAN-only
+        # (Transformer) models of fairseq_local/models/baselines.py
+        System("wider_cnn", "Wider CNN (4 x 2w)", "dpn_baseline_wider_cnn_iwslt", widths=DPN_WIDER_CNN_WIDTHS),
+        System("deeper_cnn", "Deeper CNN (8 x w)", "dpn_baseline_deeper_cnn_iwslt", widths=DPN_DEEPER_CNN_WIDTHS),
+        System("wider_san", "Wider SAN (2 x 2w)", "dpn_baseline_wider_san_iwslt", widths=DPN_WIDER_SAN_WIDTHS),
+        System("deeper_san", "Deeper SAN (4 x w)", "dpn_baseline_deeper_san_iwslt", widths=DPN_DEEPER_SAN_WIDTHS),
     ),
     scales={
         "cpu": Scale(width=128, max_tokens=4000, patience=2, max_epoch=30, dropout=0.1,
@@ -247,6 +339,9 @@ FAMILIES["dpn_s2s"] = Family(
     bpe_paper=10000,
     # Table 5: alignment entropy per (decoder path, encoder path), c = CNN, a = SAN
     reference={"alignment_entropy": {"cc": 2.208, "ac": 1.406, "ca": 1.886, "aa": 1.377}},
+    planned=(RunSet("clean_split", 3, "M9 against its one-path ablations M1 and M5 (Table 4) and against Table 1's "
+                                      "wider and deeper CNN-only and SAN-only controls, three seeds each, on the clean "
+                                      "split"),),
 )
 
 # LatticeNMT (Su et al., AAAI 2017), Table 1: DWL-GRU + Gating and SWL-GRU + Gating against the
@@ -298,6 +393,8 @@ FAMILIES["lattice"] = Family(
     # the claim is against the best single segmentation and against characters, and DWL > SWL
     comparisons=(("dwl_gating", "word"), ("dwl_gating", "word_thulac"), ("dwl_gating", "word_snownlp"),
                  ("dwl_gating", "char"), ("swl_gating", "word"), ("dwl_gating", "swl_gating")),
+    planned=(RunSet("clean_split", 5, "both lattice encoders against the word level of each segmenter and "
+                                      "characters, five seeds each, on the clean split"),),
     unavailable={"paper": "the paper's NIST Zh-En data are LDC-licensed and not downloadable: prepare them with "
                           "scripts/recipes/prepare_nist_zhen.sh --mode lattice and train the Table 1 rows with "
                           "scripts/recipes/lattice_nist_zhen.sh"},

@@ -219,7 +219,7 @@ def other_commands(comparison: dict) -> List[str]:
 def split_line(comparison: dict) -> str:
     """What the comparison's dev and test sets share with its training part."""
     split = comparison.get("split")
-    kind = "captions" if comparison.get("kind") == "lm" else "pairs"
+    kind = (split or {}).get("unit") or ("captions" if comparison.get("kind") == "lm" else "pairs")
     if not split or "test_dropped" not in split:
         return ("**Split:** published before the overlap check: dev and test were not cleaned of sources that also "
                 "occur in the training part.")
@@ -234,8 +234,8 @@ def _setting(comparison: dict) -> str:
     return notes[notes.rfind("this run overrides "):] if "this run overrides " in notes else "the family's setting"
 
 
-def _command(command: str) -> List[str]:
-    return ["<!-- doc-test: parse (trains every system to convergence) -->", "```bash", command, "```", ""]
+def _command(command: str, why: str = "trains every system to convergence") -> List[str]:
+    return [f"<!-- doc-test: parse ({why}) -->", "```bash", command, "```", ""]
 
 
 def _variants(folder: str) -> List[str]:
@@ -309,22 +309,81 @@ def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str])
     return lines
 
 
-def pending_section(published: List[str]) -> List[str]:
-    """The families of the registry with no published comparison yet, and those not implemented."""
+def published_clean(path: str) -> bool:
+    """Whether the run JSON ``path`` is published and was split after the overlap check."""
+    return os.path.isfile(path) and "test_dropped" in (read_json(path).get("split") or {})
+
+
+def missing_runs(root: str, family, runset) -> List[Tuple[str, List[int]]]:
+    """The runs of a registered comparison (``families.RunSet``) not yet published on the clean
+    split under ``root/<family>/<variant>/``: (system, seeds) in registry order."""
+    from fairseq_local_repro.families import select_systems
+
+    folder = os.path.join(root, family.name, runset.variant)
+    missing = []
+    for s in select_systems(family, ",".join(runset.systems) or None):
+        seeds = [k for k in range(1, runset.seeds + 1)
+                 if not published_clean(os.path.join(folder, f"{s.name}-s{k}.json"))]
+        if seeds:
+            missing.append((s.name, seeds))
+    return missing
+
+
+def _seeds(seeds: List[int]) -> str:
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+STILL_TO_RUN = """## Still to run
+
+The comparisons registered in `fairseq_local_repro/families.py` whose runs are not all published.  A
+run counts once its JSON, split after the overlap check, is in its comparison's folder
+(`docs/results/reproduce/FAMILY/VARIANT/`); runs published before that check are trained again.  Each
+command trains the missing runs (one thread each, two at a time, about an hour of one core per run
+at this scale), skips those already finished under its `--out`, resumes interrupted ones, and
+publishes the folder, which then appears above with its tests:
+"""
+
+
+def pending_section(root: str, published: List[str]) -> List[str]:
+    """``## Still to run``: every registered comparison (``Family.planned``) with runs not yet
+    published, the runs and the one command that trains them; families of the registry with no
+    published comparison; those not implemented."""
     from fairseq_local_repro.families import FAMILIES, PLANNED
 
-    todo = [f for f in sorted(FAMILIES) if f not in published]
-    if not todo and not PLANNED:
-        return []
-    lines = ["## Not yet on this page", ""]
-    for name in todo:
+    lines = []
+    for name in sorted(FAMILIES):
         fam = FAMILIES[name]
-        systems = ", ".join(s.label for s in fam.systems)
-        lines.append(f"* `{name}` ({systems}; {fam.data_cpu}): implemented, not yet run to convergence: "
-                     f"`python scripts/reproduce.py {name} --scale cpu --publish`.")
+        if name not in published and not fam.planned:
+            systems = ", ".join(s.label for s in fam.systems)
+            lines += [f"### `{name}`", "", f"{systems} ({fam.data_cpu}): implemented, not yet run to convergence.", "",
+                      *_command(f"python scripts/reproduce.py {name} --scale cpu --publish")]
+        for runset in fam.planned:
+            missing = missing_runs(root, fam, runset)
+            if not missing:
+                continue
+            runs = sum(len(seeds) for _, seeds in missing)
+            what = "; ".join(f"{fam.system(s).label}, {_seeds(seeds)}" for s, seeds in missing)
+            lines += [f"### `{name}/{runset.variant}`", "",
+                      f"{runset.why[0].upper()}{runset.why[1:]}.  Still to run ({runs} run{'s' * (runs != 1)}): "
+                      f"{what}.", "", *_command(runset.command(name), "trains the missing runs to convergence")]
     for name, what in sorted(PLANNED.items()):
-        lines.append(f"* `{name}` ({what}): not implemented in the harness yet.")
-    return lines + [""]
+        lines += [f"### `{name}`", "", f"{what}: not implemented in the harness yet.", ""]
+    return [STILL_TO_RUN, *lines] if lines else []
+
+
+def pending_line(root: str, family: str) -> List[str]:
+    """A family section's line naming its comparisons still to run (their commands: ``## Still to run``)."""
+    from fairseq_local_repro.families import FAMILIES
+
+    fam = FAMILIES.get(family)
+    todo = [(r.variant, sum(len(k) for _, k in missing_runs(root, fam, r))) for r in (fam.planned if fam else ())]
+    todo = [(v, n) for v, n in todo if n]
+    if not todo:
+        return []
+    return ["**Still to run:** " + ", ".join(f"`{v}` ({n} run{'s' * (n != 1)})" for v, n in todo)
+            + " ([commands](#still-to-run)).", ""]
 
 
 def load_family(folder: str) -> dict:
@@ -356,10 +415,10 @@ def write_page(docs: str) -> str:
         verdict = read_verdict(path)
         tested = sorted({variant for variant, _, _ in tested_pairs(verdict, path) if variant})
         comparison = load_family(folder)
-        lines += family_section(comparison, folder, verdict, tested)
+        lines += family_section(comparison, folder, verdict, tested) + pending_line(root, fam)
         write_text(os.path.join(docs, "results", f"{fam}.md"),
                    "\n".join(appendix(comparison, folder, verdict, tested)).rstrip() + "\n")
-    lines += pending_section(families)
+    lines += pending_section(root, families)
     page = os.path.join(docs, PAGE)
     write_text(page, "\n".join(lines).rstrip() + "\n")
     return page

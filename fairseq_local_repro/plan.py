@@ -3,7 +3,7 @@ building the model as fairseq-train builds it; a size-matched system gets the hi
 count is closest to its target's."""
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from fairseq_local_repro.context import Data, SystemPlan
 from fairseq_local_repro.families import Family, Scale, System
@@ -12,12 +12,12 @@ from fairseq_local_repro.processes import ReproError
 
 def width_options(system: System, width: Optional[int], hidden: Optional[int] = None) -> List[str]:
     """The system's width templates filled in with the common width ``width``, the hidden width
-    ``hidden`` (default: ``width``) and the filter width ``4 * width`` ({f}); none when the scale
-    keeps the architectures' widths."""
+    ``hidden`` (default: ``width``), the filter width ``4 * width`` ({f}) and a wider control's
+    ``2 * width`` ({w2}) and ``8 * width`` ({f2}); none when the scale keeps the architectures' widths."""
     if width is None:
         return []
     h = width if hidden is None else hidden
-    return [t.format(w=width, h=h, f=4 * width) for t in system.widths]
+    return [t.format(w=width, h=h, f=4 * width, w2=2 * width, f2=8 * width) for t in system.widths]
 
 
 def _value(text: str):
@@ -39,6 +39,8 @@ def count_params(system: System, options: List[str], data: Data) -> int:
 
     data = data.for_system(system)
     args = SimpleNamespace(tokens_per_sample=512, criterion="cross_entropy")
+    if data.src:  # the translation task's own options, which models without a dataclass (fconv) read
+        args.max_source_positions = args.max_target_positions = 1024
     options = list(system.options) + list(options)
     for key, value in zip(options[::2], options[1::2]):
         setattr(args, key.lstrip("-").replace("-", "_"), _value(value))
@@ -103,3 +105,29 @@ def plan_options(family: Family, scale: Scale, systems: List[System],
         plan[s.name] = SystemPlan(width_options(s, scale.width, best), counts[best], size_matched_to=s.size_match,
                                   target_params=target)
     return plan
+
+
+def tuned_on_dev(family: Family, results_root: str) -> Dict[str, Dict[str, float]]:
+    """``--tuned-on-dev``: per system, the learning rate and dropout of the point of the family's
+    sweep grid (``Family.sweep``, one published variant per point: ``families.sweep_point``) where
+    its seed-1 run reached the lowest dev loss; the test set is never read.  ReproError naming the
+    missing point and its command when a point of the grid has no published clean-split run."""
+    from fairseq_local.file_io import read_json
+    from fairseq_local_repro.families import sweep_point, sweep_runsets
+
+    if not family.sweep:
+        raise ReproError(f"--tuned-on-dev: family '{family.name}' registers no learning-rate/dropout sweep")
+    commands = {r.variant: r.command(family.name) for r in sweep_runsets(family.sweep, "")}
+    best: Dict[str, Tuple[float, Dict[str, float]]] = {}
+    for lr in family.sweep["lr"]:
+        for dropout in family.sweep["dropout"]:
+            point = sweep_point(lr, dropout)
+            for s in family.systems:
+                path = os.path.join(results_root, family.name, point, f"{s.name}-s1.json")
+                run = read_json(path) if os.path.isfile(path) else None
+                if run is None or "test_dropped" not in (run.get("split") or {}):
+                    raise ReproError(f"--tuned-on-dev: {path} is not published (on the clean split) yet: "
+                                     f"{commands[point]}")
+                if s.name not in best or run["dev_loss_bits"] < best[s.name][0]:
+                    best[s.name] = (run["dev_loss_bits"], {"lr": lr, "dropout": dropout})
+    return {name: setting for name, (_, setting) in best.items()}

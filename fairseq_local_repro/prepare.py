@@ -28,10 +28,13 @@ def prepared_data(out: str) -> Optional[Data]:
 
 
 def prepare(family: Family, scale_name: str, scale: Scale, out: str, data_root: str, limit_train: Optional[int],
-            limit_eval: Optional[int], iwslt_tgz: Optional[str]) -> Data:
+            limit_eval: Optional[int], iwslt_tgz: Optional[str], running_text: bool = False) -> Data:
     """The family's data at ``--scale scale_name``, prepared under ``out/data`` (or the earlier
-    preparation with the same settings)."""
+    preparation with the same settings); ``running_text``: a language-model family's running-text
+    corpus (``--running-text``) instead of its sentences."""
     limit_train = limit_train or scale.train_pairs
+    if running_text:
+        return prepare_running_text(family, out, data_root, limit_train, limit_eval)
     if family.kind == "lm":
         return (prepare_lm_cpu(family, out, data_root, limit_train, limit_eval) if scale_name == "cpu"
                 else prepare_lm_paper(family, out))
@@ -287,6 +290,77 @@ def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Option
             f"{_clean_note(dropped, 'captions')} ({sizes['dev']} dev / {sizes['test']} test captions); "
             "Moses-tokenized, lowercased, word-level (no BPE), one caption per sample")
     data = Data(bin=bin_dir, src="", tgt="", test_ref=os.path.join(raw, "test.txt"), description=desc, sizes=sizes)
+    write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": dataclasses.asdict(data)})
+    return data
+
+
+RUNNING_TEXT_FILES = ("ptb.valid.txt", "wikitext2.valid.txt")  # under DATA_ROOT/lm
+RUNNING_TEXT_BLOCK = 256  # tokens per sample, across sentence and article boundaries
+
+
+def split_running_text(texts: List[List[str]], dev_share: float = 0.1, test_share: float = 0.1):
+    """Running texts cut into contiguous parts (``families.RUNNING_TEXT_SPLIT``): of each text its
+    non-blank lines (stripped), the first ``1 - dev_share - test_share`` of them to train, the next
+    ``dev_share`` to dev, the rest to test, so that dev and test continue each text where its train
+    part stops; the texts' parts concatenated in order; then dev and test cleaned of every line whose
+    normalised form (:func:`normalise_source`) occurs anywhere in train.  Returns
+    ``({"train"|"dev"|"test": lines}, {"dev"|"test": lines dropped})``."""
+    parts = {"train": [], "dev": [], "test": []}
+    for i, lines in enumerate(texts):
+        text = [x.strip() for x in lines if x.strip()]
+        n_dev, n_test = round(dev_share * len(text)), round(test_share * len(text))
+        n_train = len(text) - n_dev - n_test
+        if min(n_train, n_dev, n_test) < 1:
+            raise ValueError(f"text {i + 1}: {len(text)} non-blank lines, too few for a train, dev and test part")
+        parts["train"] += text[:n_train]
+        parts["dev"] += text[n_train:n_train + n_dev]
+        parts["test"] += text[n_train + n_dev:]
+    held, dropped = drop_seen_sources(parts["train"], {k: {"text": parts[k]} for k in ("dev", "test")}, "text")
+    return {"train": parts["train"], "dev": held["dev"]["text"], "test": held["test"]["text"]}, dropped
+
+
+def prepare_running_text(family: Family, out: str, data_root: str, limit_train: Optional[int],
+                         limit_eval: Optional[int]) -> Data:
+    """``--running-text``: the language-model corpus of ``families.RUNNING_TEXT_SPLIT``, the files
+    ``RUNNING_TEXT_FILES`` split by :func:`split_running_text`; already tokenized (``<unk>`` kept),
+    lowercased, no BPE, through scripts/preprocess.sh --lm; trained and evaluated in
+    ``RUNNING_TEXT_BLOCK``-token blocks (``Data.lm_block``)."""
+    if family.kind != "lm":
+        raise ReproError(f"--running-text is a language-model corpus; '{family.name}' is a translation family")
+    ddir = os.path.join(out, "data")
+    settings = {"limit_train": limit_train, "limit_eval": limit_eval, "running_text": list(RUNNING_TEXT_FILES),
+                "block": RUNNING_TEXT_BLOCK}
+    if (done := _prepared_earlier(ddir, settings)) is not None:
+        return done
+    paths = [os.path.join(data_root, "lm", name) for name in RUNNING_TEXT_FILES]
+    try:
+        parts, dropped = split_running_text([read_lines(p) for p in paths])
+    except ValueError as e:
+        raise ReproError(f"{', '.join(paths)}: {e}")
+    parts = {k: v[:limit_train if k == "train" else limit_eval] for k, v in parts.items()}
+    raw = os.path.join(ddir, "raw")
+    os.makedirs(raw, exist_ok=True)
+    for k, lines in parts.items():
+        write_lines(os.path.join(raw, f"{k}.txt"), lines)
+    sizes = {**{k: len(v) for k, v in parts.items()}, "dev_dropped": dropped["dev"], "test_dropped": dropped["test"],
+             "unit": "lines"}
+    say(f"{family.name}: preparing running text ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test "
+        "lines)")
+    bin_dir = os.path.join(ddir, "bin")
+    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--lm", "--train", os.path.join(raw, "train.txt"),
+           "--valid", os.path.join(raw, "dev.txt"), "--test", os.path.join(raw, "test.txt"), "--destdir", bin_dir,
+           "--tokenize", "none", "--lowercase", "--bpe", "none", "--force"]
+    run_or_fail(cmd, os.path.join(ddir, "preprocess.log"), "data preparation failed")
+    limited = "" if limit_train is None and limit_eval is None else (
+        f" (limited to the first {limit_train or 'all'} train and {limit_eval or 'all'} dev and test lines)")
+    desc = (f"running text: {' and '.join(RUNNING_TEXT_FILES)} (tokenized, <unk> kept), blank lines removed, each cut "
+            f"into contiguous parts: its first 80 % of lines = train, the next 10 % = dev, the last 10 % = test; "
+            f"{sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test lines{limited}, dev and test cleaned "
+            f"of every line that (case-folded, whitespace collapsed) occurs in train: {dropped['dev']} dev and "
+            f"{dropped['test']} test lines dropped; lowercased, no BPE, {RUNNING_TEXT_BLOCK}-token blocks that run "
+            "across sentence and article boundaries")
+    data = Data(bin=bin_dir, src="", tgt="", test_ref=os.path.join(raw, "test.txt"), description=desc, sizes=sizes,
+                lm_block=RUNNING_TEXT_BLOCK)
     write_json(os.path.join(ddir, "prepared.json"), {"settings": settings, "data": dataclasses.asdict(data)})
     return data
 

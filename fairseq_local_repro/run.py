@@ -59,7 +59,7 @@ def run_system(ctx: RunContext, system: System, seed: int) -> dict:
         "params": done["params"] or plan.params, "size_matched_to": plan.size_matched_to,
         "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
         "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx.max_epoch,
-        "patience": scale.patience, "max_tokens": ctx.max_tokens, "lr": scale.lr, "dropout": scale.dropout,
+        "patience": scale.patience, "max_tokens": ctx.max_tokens, **ctx.setting(system.name),
         "clip_norm": scale.clip_norm, "best_epoch": best["epoch"],
         "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],
         "metric": "ppl" if family.kind == "lm" else "bleu",

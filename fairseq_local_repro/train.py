@@ -15,8 +15,8 @@ from fairseq_local_repro.processes import USER_DIR, ReproError, run_logged, say,
 
 
 def task_options(family: Family, data: Data) -> List[str]:
-    if family.kind == "lm":  # one sentence per sample: Multi30k captions / PTB sentences are independent
-        return ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512"]
+    if family.kind == "lm":  # one sentence per sample (Multi30k captions), or blocks of running text
+        return ["--task", "language_modeling", *data.lm_options()]
     return ["--task", family.task, "--source-lang", data.src, "--target-lang", data.tgt]
 
 
@@ -24,13 +24,13 @@ def train_command(ctx: RunContext, system: System, seed: int) -> List[str]:
     """fairseq-train with the paper's schedule (Section 4.1 of Xu et al.): Adam, learning rate
     halved whenever the dev loss does not improve (reduce_lr_on_plateau, lr-patience 0), early
     stop after ``scale.patience`` stale validations, capped at ``ctx.max_epoch`` epochs."""
-    scale = ctx.scale
+    scale, setting = ctx.scale, ctx.setting(system.name)
     data = ctx.data.for_system(system)
     save_dir = os.path.join(ctx.run_dir(system.name, seed), "checkpoints")
     cmd = [sys.executable, "-m", "fairseq_cli.train", data.bin, "--user-dir", USER_DIR,
            *task_options(ctx.family, data), "--arch", system.arch, *ctx.plan[system.name].width_options, *system.options,
-           "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(scale.lr),
-           "--clip-norm", str(scale.clip_norm), "--dropout", str(scale.dropout), "--criterion", "cross_entropy",
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(setting["lr"]),
+           "--clip-norm", str(scale.clip_norm), "--dropout", str(setting["dropout"]), "--criterion", "cross_entropy",
            "--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-patience", "0",
            "--stop-min-lr", "1e-06", "--patience", str(scale.patience), "--max-epoch", str(ctx.max_epoch),
            "--max-tokens", str(ctx.max_tokens), "--seed", str(seed), "--save-dir", save_dir,

@@ -13,8 +13,9 @@ file, tokens separated by spaces, e.g. from the Stanford CTB/PKU/MSR segmenters 
     python scripts/build_lattices.py --merge train.ctb train.pku train.msr [--raw train.zh] --output train.lat
 
 Without ``--raw`` the first tokenized file defines the sentence.  Any error (unknown segmenter,
-empty line, input not UTF-8, tokenization not matching its sentence, different line counts) is one
-line naming the file and line; the output is written to a temporary file and renamed only when complete.
+empty line or file, input not UTF-8, tokenization not matching its sentence, different line counts,
+an --output directory that does not exist) is one line naming the file and line; the output is
+written to a temporary file and renamed only when complete (Ctrl-C: one line, nothing written).
 
 The segmenters run one after the other over the whole input (each loaded once, used, then
 released, so memory holds one segmenter's model at a time: thulac's is the largest), with a
@@ -58,7 +59,8 @@ def segment_all(names, sentences, workers=1):
             out.append(list(_progress(map(segment_pool.segment, sentences), len(sentences), name)))
             segment_pool.unload()
         else:
-            with mp.get_context("fork").Pool(workers, initializer=segment_pool.load, initargs=(factory,)) as pool:
+            with mp.get_context("fork").Pool(workers, initializer=lattice_builder.worker_init,
+                                            initargs=(segment_pool.load, factory)) as pool:
                 out.append(list(_progress(pool.imap(segment_pool.segment, sentences, chunksize=32), len(sentences),
                                           name)))
         gc.collect()  # the model's memory is reused by the next segmenter
@@ -106,7 +108,12 @@ def main(argv=None):
     p.add_argument("--output", required=True, help="lattice file to write")
     p.add_argument("--workers", type=int, default=1, help="processes (lines are segmented in parallel)")
     args = p.parse_args(argv)
+    if args.workers < 1:
+        p.error(f"--workers must be >= 1 (got {args.workers})")
     try:
+        out_dir = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(out_dir):  # before any segmenting, not after it
+            raise LatticeError(f"--output {args.output}: no such directory {out_dir}")
         if args.merge:
             if args.input:
                 raise LatticeError("give either --input (segment) or --merge (tokenized files), not both")
@@ -114,6 +121,8 @@ def main(argv=None):
                 if not os.path.exists(path):
                     raise LatticeError(f"{path}: no such file")
             items = list(_merge_items(args.merge, args.raw))
+            if not items:
+                raise LatticeError(f"{args.merge[0]}: the file is empty (no sentences to build lattices from)")
             lines = list(lattice_builder.parallel_map(lattice_builder.merge_item, items, args.workers))
         else:
             if not args.input:
@@ -127,6 +136,8 @@ def main(argv=None):
             if not names:
                 raise LatticeError("no segmenter given (--segmenters)")
             raw = _read_lines(args.input)
+            if not raw:
+                raise LatticeError(f"{args.input}: the file is empty (no sentences to build lattices from)")
             for n, line in enumerate(raw, 1):  # fail fast, before loading any segmenter
                 if not line.strip():
                     raise LatticeError(f"{args.input}:{n}: empty line")
@@ -135,6 +146,9 @@ def main(argv=None):
     except LatticeError as e:
         print(f"build_lattices.py: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the output is written only when complete
+        print(f"build_lattices.py: interrupted; {args.output} was not written", file=sys.stderr)
+        return 130
     print(f"wrote {len(lines)} lattices to {args.output}", file=sys.stderr)
     return 0
 

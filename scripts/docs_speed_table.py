@@ -7,7 +7,8 @@ and the result tables the pages quote from docs/results/.
     python scripts/docs_speed_table.py --write             # refresh the tables embedded in docs/*.md
     python scripts/docs_speed_table.py --check             # exit 1 if an embedded table differs
 
-Sources: every ``docs/results/*/bench.json`` written by ``scripts/gpu/run_all.py`` (a list of
+Sources: every ``docs/results/*/bench.json`` (and ``fastpath.json``: a ``--part fastpath`` run kept
+on its own) written by ``scripts/gpu/run_all.py`` (a list of
 ``scripts/bench.py --json`` results with the command that produced each), described by the
 ``check.json`` next to it (device name, torch and fairseq versions; for a CPU run also the
 processor, the run_all command and the load average around each comparison). A CPU table also
@@ -16,19 +17,22 @@ the numbers the page's text counts) and the measured ratio as a percentage of it
 family's tables between ``<!-- speed-table:begin FAMILY -->`` and ``<!-- table:end -->``; the text
 in between is this script's output and is rewritten by ``--write``. A family without CPU results
 says so. Result tables are embedded the same way between ``<!-- results-table:begin NAME -->`` and
-``<!-- table:end -->``.
+``<!-- table:end -->``; among them every section of the GPU results page
+(docs/results/gpu/README.md) and the paper-scale hours table of docs/gpu.md, rendered by
+:mod:`fairseq_local_repro.gpu.report`.  After copying a GPU run's JSON into docs/results/gpu/,
+``--write`` refreshes every page that quotes it.
 """
 import argparse
 import difflib
 import glob
-import json
 import os
 import re
-import shlex
 import sys
 from typing import Dict, List, Optional
 
 from fairseq_local_repro.bench_entries import ENTRIES  # the comparisons and their multiply-add ceilings
+from fairseq_local_repro.gpu import report
+from fairseq_local_repro.gpu.report import command as _command, fmt as _fmt, machine as _machine, wrap as _wrap
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,71 +45,9 @@ END = "<!-- table:end -->"
 
 def _sources() -> List[dict]:
     """Each benchmark file with its machine description, GPU before CPU."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(REPO, "docs", "results", "*", "bench.json"))):
-        with open(path, encoding="utf-8") as f:
-            bench = json.load(f)
-        check_path = os.path.join(os.path.dirname(path), "check.json")
-        check = {}
-        if os.path.exists(check_path):
-            with open(check_path, encoding="utf-8") as f:
-                check = json.load(f)
-        out.append({"path": os.path.relpath(path, REPO), "bench": bench, "check": check,
-                    "gpu": bench.get("device") == "cuda"})
+    paths = [p for name in report.BENCH_FILES for p in glob.glob(os.path.join(REPO, "docs", "results", "*", name))]
+    out = [report.read_source(p, REPO) for p in sorted(paths)]
     return sorted(out, key=lambda s: (not s["gpu"], s["path"]))
-
-
-def _machine(source) -> str:
-    check, device = source["check"], source["bench"].get("device", "?")
-    name = check.get("cuda_device") or check.get("cpu_model") or ("CPU" if device == "cpu" else device)
-    if check.get("cpu_capability"):
-        name += f" ({check['cpu_capability']} kernels)"
-    parts = [name]
-    threads = sorted({e["torch_threads"] for e in check.get("entries", []) if e.get("torch_threads")})
-    if threads:
-        parts.append(f"{'/'.join(map(str, threads))} torch thread{'s' if threads != [1] else ''}")
-    if check.get("torch"):
-        parts.append(f"torch {check['torch']}")
-    if check.get("fairseq"):
-        parts.append(f"fairseq {check['fairseq']}")
-    return ", ".join(parts)
-
-
-def _command(command: str) -> str:
-    """The bench.py command as a user runs it: without the run's own ``--json`` output path."""
-    argv = shlex.split(command)
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a == "--json":
-            skip = True
-            continue
-        out.append(a)
-    return shlex.join(out)
-
-
-def _wrap(command: str, width: int = 100) -> str:
-    """A long command as backslash-continued lines (at option boundaries)."""
-    words = shlex.split(command)
-    lines, line = [], ""
-    for w in words:
-        w = w if re.fullmatch(r"[\w@%+=:,./$-]+", w) else shlex.quote(w)
-        piece = w if not line else " " + w
-        if line and w.startswith("--") and len(line) + len(piece) > width - 2:
-            lines.append(line + " \\")
-            line = "    " + w
-        else:
-            line += piece
-    lines.append(line)
-    return "\n".join(lines)
-
-
-def _fmt(x: Optional[float], digits: int = 0) -> str:
-    if x is None:
-        return "–"
-    return f"{x:,.{digits}f}"
 
 
 def _row(entry) -> Dict[str, object]:
@@ -180,6 +122,8 @@ def render(family: str) -> str:
         if source["gpu"]:
             lines += ["The commands ran on the GPU box as `bash scripts/gpu/run_all.sh OUT --part bench` runs them "
                       "([gpu.md](gpu.md)); `gpu_kit/data/` is made by `bash scripts/gpu/prepare_data.sh`.", ""]
+            if family in report.RECURRENT and report.predates_fast_path(entries):
+                lines += [f"**{report.PREDATES}.**", ""]
         else:
             lines += _conditions(source)
         for name in names:
@@ -242,14 +186,9 @@ def render(family: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # result tables quoted from the JSON of docs/results/ (embedded between results-table markers)
 # ----------------------------------------------------------------------------------------------
-def _load(rel: str) -> dict:
-    with open(os.path.join(REPO, rel), encoding="utf-8") as f:
-        return json.load(f)
-
-
 def _mc_rnn_multi30k_updates() -> str:
     rel = "docs/results/mc_rnn_learning/multi30k_1000_updates.json"
-    d = _load(rel)
+    d = report.load(rel, REPO)
     lines = [f"From `{rel}`. {d['setup']}.", "",
              "| arch | options | seed | train ppl @1000 | valid ppl @750 | valid ppl @1000 | valid BLEU |",
              "|---|---|---|---|---|---|---|"]
@@ -258,34 +197,6 @@ def _mc_rnn_multi30k_updates() -> str:
                      f"{r['seed']} | {_fmt(r['train_interval_ppl'].get('1000'), 1)} | "
                      f"{_fmt(r['valid_ppl_fresh_at_750'], 1)} | **{_fmt(r['valid_ppl_fresh_at_1000'], 1)}** | "
                      f"{_fmt(r['valid_bleu_beam5_tokenized'], 1)} |")
-    return "\n".join(lines) + "\n"
-
-
-def _gpu_train() -> str:
-    rel = "docs/results/gpu/train.json"
-    d, machine = _load(rel), _machine({"check": _load("docs/results/gpu/check.json"), "bench": {"device": "cuda"}})
-    lines = [f"From `{rel}` ({machine}; {d['dtype']}, {d['minutes_each']} minutes of training each, "
-             "valid BLEU with beam 5, tokenized):", "",
-             "| arch | updates | epochs | words/s | valid loss per epoch | valid BLEU |", "|---|---|---|---|---|---|"]
-    for arch, r in d["archs"].items():
-        losses = ", ".join(f"{x:.3f}" for x in r["valid_loss_per_epoch"])
-        lines.append(f"| `{arch}` | {r['num_updates']:,} | {r['epochs']} | {_fmt(r['train_wps'])} | {losses} | "
-                     f"{r['valid_bleu']['bleu']:.1f} |")
-    lines += ["", "Command of the first row (the second: the same with its arch):", "",
-              "<!-- doc-test: parse (a GPU training run on the full Multi30k) -->", "```bash",
-              _wrap(_command(next(iter(d["archs"].values()))["command"])), "```"]
-    return "\n".join(lines) + "\n"
-
-
-def _gpu_precision() -> str:
-    rel = "docs/results/gpu/precision.json"
-    d = _load(rel)
-    lines = [f"From `{rel}` (`{d['arch']}`, {d['updates']} updates, same seed and batches):", "",
-             "| run | updates | words/s | final valid loss |", "|---|---|---|---|"]
-    for name, r in d["runs"].items():
-        lines.append(f"| {name} | {r['num_updates']:,} | {_fmt(r['train_wps'])} | "
-                     f"{r['valid_loss_per_epoch'][-1]:.3f} |")
-    lines += ["", f"bf16 changes the final valid loss by {100 * d['valid_loss_rel_diff']:+.2f} % of fp32's."]
     return "\n".join(lines) + "\n"
 
 
@@ -303,9 +214,10 @@ def _reproduce(family: str) -> str:
             + ".\n\n" + runs + "\n" + "\n".join(["", *repro_page.dagger_note(runs)]).rstrip() + "\n")
 
 
+# name -> (renderer, page or pages); the GPU page's sections and docs/gpu.md's hours table come from
+# fairseq_local_repro.gpu.report
 RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),
-           "gpu_train": (_gpu_train, "docs/mc_rnn.md"),
-           "gpu_precision": (_gpu_precision, "docs/mc_rnn.md")}
+           **{name: ((lambda fn=fn: fn(REPO)), pages) for name, (fn, pages) in report.SECTIONS.items()}}
 # every published reproduction is quoted on its family's page
 for _path in sorted(glob.glob(os.path.join(REPO, "docs", "results", "reproduce", "*", "comparison.json"))):
     _family = os.path.basename(os.path.dirname(_path))
@@ -317,8 +229,10 @@ def sections():
     """(page, begin marker, body) of every generated section."""
     for family, page in FAMILIES.items():
         yield page, BEGIN.format(family), render(family)
-    for name, (fn, page) in RESULTS.items():
-        yield page, RESULTS_BEGIN.format(name), fn()
+    for name, (fn, pages) in RESULTS.items():
+        body = fn()
+        for page in ((pages,) if isinstance(pages, str) else pages):
+            yield page, RESULTS_BEGIN.format(name), body
 
 
 def embedded(text: str, begin: str) -> Optional[str]:

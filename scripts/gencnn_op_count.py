@@ -16,19 +16,19 @@ Python ``bool``/``int`` of a tensor), ``aten::nonzero`` (also behind boolean-mas
 """
 import argparse
 import collections
-import json
 import warnings
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from fairseq_local.file_io import write_json
 from fairseq_local_repro import bench
 
 # operators that only make tensor metadata (views, allocation): no kernel
 METADATA_OPS = {"aten::" + n for n in (
     "view", "_unsafe_view", "_reshape_alias", "as_strided", "reshape", "expand", "permute", "transpose",
     "t", "unsqueeze", "squeeze", "select", "slice", "split", "split_with_sizes", "unbind", "narrow",
-    "unflatten", "flatten", "alias", "detach", "lift_fresh", "resolve_conj", "resolve_neg", "empty",
+    "unflatten", "flatten", "movedim", "moveaxis", "alias", "detach", "lift_fresh", "resolve_conj", "resolve_neg", "empty",
     "empty_strided", "empty_like", "resize_", "as_strided_", "chunk", "new_empty")}
 # operators that run a kernel of their own besides the ones they call (a matrix product after
 # copying a broadcast bias, a convolution after packing its input)
@@ -97,8 +97,7 @@ def main(argv=None):
                   f"{c['leaf_ops']:>6} leaf ATen ops, "
                   f"{c['aten_calls']:>6} ATen calls, {c['syncs']:>3} host syncs", flush=True)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "rows": rows}, f, indent=1)
+        write_json(a.json, {"args": vars(a), "rows": rows})
     return rows
 
 

@@ -54,6 +54,7 @@ case "$bpe" in subword-nmt|sentencepiece|none) ;; *) die "--bpe must be subword-
 case "$tok" in moses|none) ;; *) die "--tokenize must be moses or none, not '$tok'" ;; esac
 [[ "$size" =~ ^[0-9]+$ ]] && [ "$size" -gt 0 ] || die "--bpe-size must be a positive integer, not '$size'"
 [[ "$nwords" =~ ^[0-9]+$ ]] && [ "$nwords" -gt 0 ] || [ "$nwords" = -1 ] || die "--nwords must be a positive integer (or -1: no cap), not '$nwords'"
+[[ "$workers" =~ ^[0-9]+$ ]] && [ "$workers" -gt 0 ] || die "--workers must be a positive integer, not '$workers'"
 if [ "$lm" = 1 ]; then langs=(txt); else
   [ -n "$src" ] && [ -n "$tgt" ] || die "--src and --tgt are required (or --lm for a language-model corpus)"
   langs=("$src" "$tgt")
@@ -78,6 +79,8 @@ activate_env
 python -m fairseq_local_repro.text.text_input preprocess.sh "${checks[@]}" || exit 2
 work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
 trap 'rm -rf "$work"' EXIT
+# Ctrl-C (or kill): the EXIT trap removes the unfinished work; --destdir is left as it was
+trap 'echo "preprocess.sh: interrupted; $dest was left as it was" >&2; exit 130' INT TERM
 
 say "1/3 normalise (tokenize: $tok, lowercase: $lower)"
 for i in "${!splits[@]}"; do for l in "${langs[@]}"; do

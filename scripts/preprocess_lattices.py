@@ -56,7 +56,11 @@ def parse_args(argv=None):
     p.add_argument("--padding-factor", metavar="N", type=int, default=8,
                    help="pad the dictionaries to a multiple of N (default 8)")
     p.add_argument("--workers", metavar="N", type=int, default=1, help="processes binarizing the target side")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name, least in (("padding_factor", 1), ("workers", 1), ("thresholdsrc", 0), ("thresholdtgt", 0)):
+        if getattr(args, name) < least:
+            p.error(f"--{name.replace('_', '-')} must be >= {least} (got {getattr(args, name)})")
+    return args
 
 
 def _splits(args):
@@ -109,6 +113,14 @@ def main(argv=None):
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
     args = parser.parse_args(argv)
+    from fairseq_local.errors import ConfigError
+    from fairseq_local.patches.option_checks import check_preprocess_options
+
+    try:
+        check_preprocess_options(args)  # --nwordssrc 0 would keep every word
+    except ConfigError as e:
+        print(f"preprocess_lattices.py: error: {e}", file=sys.stderr)
+        return 2
     try:
         if not args.source_lang or not args.target_lang:
             raise LatticeError("--source-lang and --target-lang are required")
@@ -140,8 +152,10 @@ def main(argv=None):
         return 1
 
     destdir = os.path.abspath(args.destdir)
+    created = not os.path.isdir(destdir)
     os.makedirs(destdir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".preprocess-", dir=destdir)
+    done, moving = False, []
     try:
         args.destdir = tmp
         task = tasks.get_task("translation")
@@ -157,13 +171,25 @@ def main(argv=None):
                                         args.dataset_impl)
             print(f"[{src}] {pref}.{src}: {len(lattices[split])} lattices, {edges} edges, "
                   f"{100.0 * unk / max(edges, 1):.2f}% edges replaced by {src_dict.unk_word}", file=sys.stderr)
-        for name in sorted(os.listdir(tmp)):
+        moving = sorted(os.listdir(tmp))
+        for name in moving:
             os.replace(os.path.join(tmp, name), os.path.join(destdir, name))
+        done = True
+    except KeyboardInterrupt:  # Ctrl-C: --destdir is written only when everything is built
+        what = "is incomplete: run again" if moving else "was not written"
+        print(f"preprocess_lattices.py: interrupted; {destdir} {what}", file=sys.stderr)
+        return 130
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not done and not os.listdir(destdir):
+            os.rmdir(destdir)
     print(f"wrote {destdir}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C while reading the input: nothing was written yet
+        print("preprocess_lattices.py: interrupted; nothing was written", file=sys.stderr)
+        sys.exit(130)

@@ -118,6 +118,46 @@ def seed_all(seed=1):
     torch.manual_seed(seed)
 
 
+def float64_default():
+    """Exactness checks in float64; restores the default so other tests in the process see float32
+    (wrap with ``pytest.fixture(autouse=True)`` in a test module)."""
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def small_dictionary(n=20):
+    """A fairseq Dictionary of ``n`` words w0 ... w{n-1} after the special symbols."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def left_padded_tokens(d, lengths, seed=0):
+    """A (B, max(lengths)) batch of random words of ``d``, row b left-padded to length ``lengths[b]``."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    T = max(lengths)
+    toks = torch.full((len(lengths), T), d.pad(), dtype=torch.long)
+    for b, n in enumerate(lengths):
+        toks[b, T - n:] = torch.randint(d.nspecial, len(d), (n,), generator=g)
+    return toks
+
+
+def torch_layer_factory(cell):
+    """A layer factory (layer index, input size, hidden size) -> torch's ``cell`` under the layer contract."""
+    from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
+
+    return lambda i, inp, hid: TorchRNNLayer(cell, inp, hid)
+
+
 # ---------------------------------------------------------------------------------------------
 # launching the console scripts (fairseq-train, fairseq-hydra-train, ...) in a subprocess
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ hook itself.  Every case shares one tiny binarized corpus and one tiny checkpoin
 """
 import importlib.util
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def ckpt(data, tmp_path_factory):
     flipped = bytearray(raw)
     flipped[len(raw) // 2] ^= 0x04
     out = {"good": good}
-    for name, content in (("truncated", raw[: len(raw) // 2]), ("empty", b""), ("random", os.urandom(4096)),
+    for name, content in (("truncated", raw[: len(raw) // 2]), ("empty", b""), ("random", random.Random(0).randbytes(4096)),
                           ("flipped", bytes(flipped))):
         out[name] = write(save / f"{name}.pt", content)
     return out

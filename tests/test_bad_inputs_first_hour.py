@@ -105,6 +105,20 @@ def test_checkpoint_with_other_dictionaries(capsys, tmp_path, tiny_checkpoints):
     assert "in the checkpoint but" in line
 
 
+def test_checkpoint_asked_for_the_opposite_direction(capsys, tiny_checkpoints):
+    """src -> tgt weights fit a tgt -> src task when the dictionaries are the same size; fairseq
+    would translate the wrong way with exit status 0."""
+    from fairseq_local.errors import prog_name  # the running program, as the message names it
+
+    path, data, args = tiny_checkpoints["mt"]
+    assert args == ["--source-lang", "src", "--target-lang", "tgt"]
+    t = _task("translation", data, ["--source-lang", "tgt", "--target-lang", "src"])
+    code, err = call(capsys, _load, [path], t)
+    assert_one_line(code, err, f"{path} translates src -> tgt (trained with --source-lang src --target-lang tgt), "
+                               f"but {prog_name()} was given --source-lang tgt --target-lang src: pass --source-lang src "
+                               "--target-lang tgt, or a checkpoint trained tgt -> src")
+
+
 def test_hub_wrong_class_and_other_data(tmp_path, tiny_checkpoints):
     from fairseq_local.errors import one_line
     from fairseq_local.models.mc_rnn import MCRNNModel
@@ -553,12 +567,29 @@ def _yaml_with(tmp_path, name, source, old, new):
      "task.sourc_lang: no such config key; did you mean task.source_lang?"),
     ("_selftest/transformer_tiny.yaml", "", "", ["common.user_dir=fairseq_locl"],
      "common.user_dir=fairseq_locl: no such directory"),
+    ("_selftest/transformer_tiny.yaml", "", "", ["task.max_tokenz=5"],
+     "task.max_tokenz: no such config key; did you mean dataset.max_tokens?"),
     ("lattice/dwl_gating.yaml", "  source_lang: zh", "  sorce_lang: zh", ["common.user_dir={user_dir}"],
      "task.sorce_lang: no such config key; did you mean task.source_lang or task.target_lang?"),
+    ("lattice/dwl_gating.yaml", "  max_source_positions: 1000000", "  max_source_position: 1000000",
+     ["common.user_dir={user_dir}"],
+     "task.max_source_position: no such config key; did you mean task.max_source_positions or "
+     "task.max_target_positions?"),
 ])
 def test_hydra_config_key_typos_outside_the_model(tmp_path, source, old, new, extra, needle):
     """A YAML key or a ``key=value`` override that fairseq's schema does not have, in any group (the
-    ``model:`` group is checked when the model is built: test_yaml_model_key_typo)."""
+    ``model:`` group is checked when the model is built: test_yaml_model_key_typo); a key of
+    another group is named.  Ours is the only line after Hydra's warnings: a task key the plugin's
+    task rejects fails inside the job, whose failure Hydra announces (``Error executing job with
+    overrides``) before re-raising it; Hydra's notes on fairseq's use of it and its DEBUG lines are
+    filtered by the start-up hook."""
+    proc = _hydra_typo_run(tmp_path, source, old, new, extra)
+    assert_one_line(proc.returncode, proc.stderr, f"fairseq-hydra-train: error: {needle}")
+    assert proc.returncode == 2 and "Error executing job" not in proc.stderr
+    assert not [line for line in proc.stderr.splitlines() if "Warning" in line or "DEBUG" in line], proc.stderr
+
+
+def _hydra_typo_run(tmp_path, source, old, new, extra, **env):
     import subprocess
 
     from test_bad_inputs import ENV
@@ -566,9 +597,30 @@ def test_hydra_config_key_typos_outside_the_model(tmp_path, source, old, new, ex
     name = _yaml_with(tmp_path, "typo", source, old, new)
     cmd = [BIN / "fairseq-hydra-train", "--config-dir", tmp_path, "--config-name", name, f"task.data={tmp_path}",
            *[e.format(user_dir=USER_DIR) for e in extra]]
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
-    assert_one_line(proc.returncode, proc.stderr, f"fairseq-hydra-train: error: {needle}")
-    assert proc.returncode == 2
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env={**ENV, **env}, cwd=tmp_path,
+                          timeout=600)
+
+
+def test_hydra_full_error_keeps_the_traceback(tmp_path):
+    """``HYDRA_FULL_ERROR=1`` is Hydra's switch for the whole story: Hydra's report and traceback."""
+    proc = _hydra_typo_run(tmp_path, "lattice/dwl_gating.yaml", "  source_lang: zh", "  sorce_lang: zh",
+                           ["common.user_dir={user_dir}"], HYDRA_FULL_ERROR="1")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and "Traceback (most recent call last):" in lines, proc.stderr[-3000:]
+    assert "Error executing job with overrides" in proc.stderr and "fairseq-hydra-train: error:" not in proc.stderr
+    assert lines[-1].startswith("    object_type=LatticeTranslationConfig")
+
+
+@pytest.mark.parametrize("bpe,option", [("subword_nmt", "bpe_codes"), ("sentencepiece", "sentencepiece_model")])
+def test_misspelled_bpe_model_path(capsys, tmp_path, bpe, option):
+    """fairseq-interactive / the hub with ``--bpe-codes`` naming no file (fairseq: an OSError traceback)."""
+    from fairseq.data import encoders
+
+    missing = tmp_path / "bpe" / "codess"
+    args = Namespace(bpe=bpe, bpe_separator="@@", sentencepiece_enable_sampling=False, sentencepiece_alpha=None,
+                     **{option: str(missing)})
+    code, err = call(capsys, encoders.build_bpe, args)
+    assert_one_line(code, err, f"prog: error: {missing}: no such file")
 
 
 def test_score_given_a_directory(tmp_path):
@@ -576,3 +628,150 @@ def test_score_given_a_directory(tmp_path):
     (tmp_path / "hyp.txt").write_text("a b c\n")
     code, err = run("bash", REPO / "scripts" / "score.sh", "--hyp", tmp_path / "hyp.txt", "--ref", tmp_path)
     assert_one_line(code, err, f"--ref '{tmp_path}' is a directory, not a file")
+
+
+# ------------------------------------------------------------------------------------------------
+# our scripts: degenerate options, an empty input, Ctrl-C (nothing half-written, one line)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_preprocess_sh_workers(tmp_path, value):
+    code, err = run("bash", REPO / "scripts" / "preprocess.sh", "--src", "de", "--tgt", "en", "--train", tmp_path / "t",
+                    "--valid", tmp_path / "v", "--destdir", tmp_path / "bin", "--workers", value)
+    assert_one_line(code, err, f"preprocess.sh: error: --workers must be a positive integer, not '{value}'",
+                    leftovers=[tmp_path / "bin"])
+
+
+def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group) while fairseq-preprocess runs: one line, status
+    130, no --destdir and no work folder (fault injection: a fairseq-preprocess that presses Ctrl-C)."""
+    import os
+    import subprocess
+
+    from test_bad_inputs import ENV
+
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "fairseq-preprocess").write_text("#!/bin/sh\nkill -INT 0\nsleep 5\n")
+    (stub / "fairseq-preprocess").chmod(0o755)
+    for split, n in (("train", 4), ("valid", 2)):
+        for lang in ("de", "en"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"satz {i}\n" for i in range(n)))
+    dest = tmp_path / "bin"
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
+                           str(tmp_path / "train"), "--valid", str(tmp_path / "valid"), "--destdir", str(dest),
+                           "--bpe", "none"], capture_output=True, text=True, timeout=300, start_new_session=True,
+                          env={**ENV, "PATH": f"{stub}{os.pathsep}{ENV['PATH']}"})
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == f"preprocess.sh: interrupted; {dest} was left as it was"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stub", "train.de", "train.en", "valid.de", "valid.en"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--input", "{empty}", "--segmenters", "char"],
+     "{empty}: the file is empty (no sentences to build lattices from)"),
+    (["--merge", "{empty}", "{empty}"], "{empty}: the file is empty (no sentences to build lattices from)"),
+])
+def test_build_lattices_empty_input(tmp_path, capsys, argv, needle):
+    from test_bad_inputs import load_script
+
+    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    empty = tmp_path / "empty.zh"
+    empty.write_bytes(b"")
+    out = tmp_path / "out.lat"
+    code, err = call(capsys, mod.main, [a.format(empty=empty) for a in argv] + ["--output", str(out)])
+    assert_one_line(code, err, "build_lattices.py: error: " + needle.format(empty=empty), leftovers=[out])
+
+
+def test_build_lattices_output_in_a_missing_directory(tmp_path, capsys, monkeypatch):
+    """Refused before segmenting (not a FileNotFoundError traceback once all the work is done)."""
+    from test_bad_inputs import load_script
+
+    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    monkeypatch.setattr(mod, "build_lines", None)  # never reached
+    (tmp_path / "in.zh").write_text("下雨天\n")
+    out = tmp_path / "nodir" / "o.lat"
+    code, err = call(capsys, mod.main, ["--input", str(tmp_path / "in.zh"), "--output", str(out)])
+    assert_one_line(code, err, f"build_lattices.py: error: --output {out}: no such directory {out.parent}")
+
+
+def test_build_lattices_workers_zero(tmp_path, capsys):
+    from test_bad_inputs import load_script
+
+    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    (tmp_path / "in.zh").write_text("下雨天\n")
+    code, err = call(capsys, mod.main, ["--input", str(tmp_path / "in.zh"), "--output", str(tmp_path / "o.lat"),
+                                        "--workers", "0"])
+    assert_one_line(code, err, "error: --workers must be >= 1 (got 0)",
+                    leftovers=[tmp_path / "o.lat"])
+
+
+def test_build_lattices_ctrl_c(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while segmenting: one line, status 130, no output file (fault injection)."""
+    from test_bad_inputs import load_script
+
+    mod = load_script(REPO / "scripts" / "build_lattices.py")
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mod, "build_lines", interrupted)
+    (tmp_path / "in.zh").write_text("下雨天\n")
+    out = tmp_path / "o.lat"
+    code, err = call(capsys, mod.main, ["--input", str(tmp_path / "in.zh"), "--output", str(out),
+                                        "--segmenters", "char"])
+    assert code == 130 and err.splitlines()[-1] == f"build_lattices.py: interrupted; {out} was not written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zh"]
+
+
+def _sigint_handler(_):
+    import signal
+
+    return True, str(signal.getsignal(signal.SIGINT))
+
+
+def test_lattice_pool_workers_leave_ctrl_c_to_the_parent():
+    """A pool worker ignores SIGINT (the parent answers Ctrl-C in one line and ends its workers)."""
+    import signal
+
+    from fairseq_local_repro.text import lattice_builder
+
+    previous = signal.getsignal(signal.SIGINT)
+    assert lattice_builder.parallel_map(_sigint_handler, [0, 1, 2], workers=2) == [str(signal.SIG_IGN)] * 3
+    assert signal.getsignal(signal.SIGINT) is previous
+    assert lattice_builder.parallel_map(_sigint_handler, [0], workers=1) == [str(previous)]
+
+
+@pytest.mark.parametrize("stage", ["dictionary", "binarize"])
+def test_preprocess_lattices_ctrl_c(tmp_path, capsys, monkeypatch, stage):
+    """Ctrl-C while binarizing: one line, status 130, --destdir not created (fault injection)."""
+    from test_bad_inputs import _lattice_corpus, load_script
+
+    mod = load_script(REPO / "scripts" / "preprocess_lattices.py")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    stages = {"dictionary": "build_source_dictionary", "binarize": "write_lattices"}
+    monkeypatch.setattr(mod, stages[stage], interrupted)
+    argv = _lattice_corpus(tmp_path)
+    code, err = call(capsys, mod.main, argv)
+    assert code == 130
+    assert err.splitlines()[-1] == f"preprocess_lattices.py: interrupted; {tmp_path / 'bin'} was not written"
+    assert not (tmp_path / "bin").exists()
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    ("--nwordssrc", "0", "--nwordssrc must be -1 (no cap) or >= 1 (got 0)"),
+    ("--nwordstgt", "-5", "--nwordstgt must be -1 (no cap) or >= 1 (got -5)"),
+    ("--padding-factor", "0", "--padding-factor must be >= 1 (got 0)"),
+    ("--thresholdsrc", "-1", "--thresholdsrc must be >= 0 (got -1)"),
+    ("--workers", "0", "--workers must be >= 1 (got 0)"),  # fairseq: ZeroDivisionError
+])
+def test_preprocess_lattices_degenerate_numbers(tmp_path, capsys, option, value, needle):
+    """Refused before anything is read or written (--nwordssrc 0 used to keep every word)."""
+    from test_bad_inputs import _lattice_corpus, load_script
+
+    mod = load_script(REPO / "scripts" / "preprocess_lattices.py")
+    code, err = call(capsys, mod.main, _lattice_corpus(tmp_path) + [option, value])
+    assert_one_line(code, err, "preprocess_lattices.py: error: " + needle)
+    assert not (tmp_path / "bin").exists()

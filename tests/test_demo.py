@@ -25,9 +25,10 @@ def demo(tmp_path, *args):
 
 @pytest.mark.parametrize("minutes,cap", [("30", False), ("0.0001", True)])
 def test_demo_stops_on_updates_and_says_when_the_time_cap_fires(tmp_path, minutes, cap):
-    proc = demo(tmp_path, "--max-update", "3", "--minutes", minutes)
+    proc = demo(tmp_path, "--max-update", "3", "--minutes", minutes, "--seed", "7")
     out = tmp_path / "demo"
     log = (out / "train.log").read_text()
+    assert "'seed': 7," in log and "updates, seed 7, on 1 thread(s)" in proc.stderr  # --seed reaches fairseq-train
     updates = int(re.findall(r"num_updates (\d+)", log)[-1])
     capped = re.search(r"time cap: training stopped after (\d+) of 3 updates \(--minutes 0\.0001\); "
                        r"the model is only partly trained", proc.stderr)
@@ -49,6 +50,7 @@ def test_demo_stops_on_updates_and_says_when_the_time_cap_fires(tmp_path, minute
     (["--minutes", "0"], "--minutes must be a positive number, not '0'"),
     (["--minutes", "abc"], "--minutes must be a positive number, not 'abc'"),
     (["--test-size", "-3"], "--test-size must be a positive integer, not '-3'"),
+    (["--seed", "x1"], "--seed must be a non-negative integer, not 'x1'"),
 ])
 def test_demo_bad_options_one_line(args, needle):
     proc = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh"), *args], capture_output=True, text=True,

@@ -22,8 +22,6 @@ import fairseq_local  # noqa: F401  (registers everything)
 from fairseq import checkpoint_utils, options, tasks
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-from fairseq_local.data.lattice import merge_tokenizations
-from fairseq_local.data.lattice_dataset import collate_lattices
 from fairseq_local.modules import fast_path
 from fairseq_local.modules.lattice_gru import LatticeGRU, make_schedule, pad_levels
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
@@ -31,6 +29,7 @@ from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
 from fairseq_local.modules.recurrent_seq2seq import RecurrentAttentionDecoder
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
+from fairseq_local_repro.gpu import check_install
 
 # inductor's on-disk cache, one per xdist worker: workers compiling the same kernel at once must not
 # read each other's half-written files (it persists across runs, so later runs compile faster)
@@ -152,26 +151,11 @@ def test_buckets_bound_the_compiled_variants():
 
 
 def random_lattices(seed, lengths):
-    """A padded batch of lattices over random characters, each the merge of 1 to 3 random
-    segmentations (so nodes have 1 to 3 incoming edges, words span 1 to n characters)."""
-    g = torch.Generator().manual_seed(seed)
-
-    def rand(n):
-        return int(torch.randint(n, (1,), generator=g))
-
-    lats = []
-    for n in lengths:
-        chars = "".join("甲乙丙丁戊"[rand(5)] for _ in range(n))
-        segs = []
-        for _ in range(1 + rand(3)):
-            cut = [0] + [i for i in range(1, n) if rand(2)] + [n]
-            segs.append([chars[a:b] for a, b in zip(cut, cut[1:])])
-        lats.append(merge_tokenizations(chars, segs))
-    vocab = {w: i for i, w in enumerate(sorted({w for lat in lats for w in lat.words()}))}
-    batch = collate_lattices([torch.from_numpy(lat.pack([vocab[w] for w in lat.words()])) for lat in lats], 1,
-                             left_pad=False)
-    words, prev, mask = batch["lattice"][:3]  # the edges entering each node
-    return make_schedule(words, prev, mask), len(lengths), mask.size(1)
+    """The forward-direction schedule of ``check_install.random_lattices`` (the GPU kit's lattice
+    batches: the merges of 1 to 3 random segmentations of random characters, so nodes have 1 to 3
+    incoming edges and words span 1 to n characters), the batch size and the number of nodes."""
+    lattice, _ = check_install.random_lattices(seed, lengths)
+    return make_schedule(*lattice[:3]), len(lengths), lattice.in_mask.size(1)
 
 
 # each combination compiles a forward and a backward graph (about a minute on a busy CPU): SWL + pooling
@@ -487,15 +471,19 @@ def test_fast_path_classes_are_the_recurrent_modules():
 
 def test_gpu_kit_fast_path_check_on_cpu(tmp_path):
     """scripts/gpu/check_install.py --fast-path (what ``run_all.sh --part check`` runs on a GPU) at
-    its tiny sizes on CPU: every check passes and reports both timings."""
-    from fairseq_local_repro.gpu import check_install
-
+    its tiny sizes on CPU: every check passes and reports both timings.  The lattice encoder's
+    batch has several levels and sentences of different lengths, and both directions share one
+    level grid (one compiled variant between them)."""
     report = check_install.fast_path_check("cpu", tiny=True)
     assert report["device"] == "cpu" and report["sizes"] == dict(T=5, B=3, I=4, H=6)
     assert set(report["checks"]) == {"mc_rnn3_lstm_gates", "parallel_lstm_wide2", "torch_gru_masked",
-                                     "mc_rnn2_model_step_and_beam5"}
+                                     "lattice_dwl_gating", "mc_rnn2_model_step_and_beam5"}
     for name, rec in report["checks"].items():
         assert rec["ok"], (name, rec)
         if name != "mc_rnn2_model_step_and_beam5":
             assert rec["eager_fwd_bwd_ms"] > 0 and rec["compiled_fwd_bwd_ms"] > 0
-    assert report["compiled_variants"] >= 4
+    lattice = report["checks"]["lattice_dwl_gating"]
+    assert lattice["lattices"] == 3 and lattice["characters"] == [3, 6]
+    assert lattice["grids"] == [{"levels": 4, "padded_levels": 4, "width": 4, "edges": 13}] * 2
+    assert lattice["compiled_variants"] == 1
+    assert report["compiled_variants"] >= 5

@@ -326,3 +326,18 @@ def run_all_required():
     from fairseq_local_repro.gpu import check_install
 
     return check_install.REQUIRED_EXTENSIONS
+
+
+def test_fastpath_part_writes_its_own_file(tmp_path):
+    """--part fastpath keeps its rows in OUT/fastpath.json, so a fastpath call into the folder of a
+    --part bench call never replaces bench.json (here the lattice entry, skipped without its data)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text('{"kept": true}')
+    run_all.main([str(out), "--part", "fastpath", "--cpu", "--tiny", "--dtypes", "fp32",
+                  "--only", "^lattice_dwl_compiled_vs_eager$",
+                  "--data", str(tmp_path / "no_data")])
+    assert json.loads((out / "bench.json").read_text()) == {"kept": True}
+    rows = json.loads((out / "fastpath.json").read_text())["entries"]
+    assert [(r["name"], r["status"]) for r in rows] == [("lattice_dwl_compiled_vs_eager", "skipped")]
+    assert "no " in rows[0]["reason"] and "prepare_data.sh" in rows[0]["reason"]

@@ -1,44 +1,22 @@
 """Tests for the shared recurrent seq2seq machinery: torch RNN layers under the layer contract,
-RNNSearch attention, the generic encoder / attentional decoder / LM decoder, and the rnnsearch model."""
+RNNSearch attention, the generic encoder / attentional decoder, and the rnnsearch model
+(the LM decoder has its own file, tests/test_recurrent_lm_decoder.py)."""
 import argparse
 
 import pytest
 import torch
 import torch.nn.functional as F
-from fairseq.data import Dictionary
 
 import fairseq_local  # noqa: F401
-from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.modules.rnn_attention import RNNSearchAttention
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
-from fairseq_local.tasks.stateful_language_modeling import BPTTState
+
+from contract_lib import float64_default, left_padded_tokens as _left_padded, small_dictionary as _dict
+from contract_lib import torch_layer_factory as _factory
 
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    """Exactness checks in float64; restore the default so other tests in this process see float32."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
-def _dict(n=20):
-    d = Dictionary()
-    for i in range(n):
-        d.add_symbol(f"w{i}")
-    return d
-
-
-def _left_padded(d, lengths, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    T = max(lengths)
-    toks = torch.full((len(lengths), T), d.pad(), dtype=torch.long)
-    for b, n in enumerate(lengths):
-        toks[b, T - n:] = torch.randint(d.nspecial, len(d), (n,), generator=g)
-    return toks
+_float64 = pytest.fixture(autouse=True)(float64_default)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,10 +80,6 @@ def test_attention_matches_formula_and_masks():
 
 
 # ---------------------------------------------------------------------------------------------
-def _factory(cell):
-    return lambda i, inp, hid: TorchRNNLayer(cell, inp, hid)
-
-
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_encoder_left_padding_is_exact(bidirectional):
     torch.manual_seed(0)
@@ -155,28 +129,6 @@ def test_decoder_incremental_equals_full_and_reorders(input_feeding, cell):
     assert attn.shape == (3, 6, 5)
     torch.testing.assert_close(attn.sum(-1), torch.ones(3, 6))
     assert attn[1, :, :2].abs().max() == 0  # padding of the 3-token source
-
-
-def test_lm_decoder_incremental_bptt_and_regularisation():
-    torch.manual_seed(0)
-    d = _dict()
-    dec = RecurrentLMDecoder(d, Embedding(len(d), 6, d.pad()), _factory("lstm"), 3, 8, dropout_embed=0.5,
-                             dropout_in=0.3, dropout_hidden=0.3, dropout_out=0.3, share_input_output_embed=True)
-    assert dec.fc_out is None and dec.layers[-1].hidden_size == 6
-    toks = _left_padded(d, [8, 8])
-    dec.eval()
-    full, _ = dec(toks)
-    state = {}
-    steps = [dec(toks[:, :t + 1], incremental_state=state)[0] for t in range(8)]
-    torch.testing.assert_close(torch.cat(steps, 1), full)
-    carry = BPTTState()  # truncated BPTT: two windows with a carried state == one pass
-    a, _ = dec(toks[:, :3], bptt_state=carry)
-    b, _ = dec(toks[:, 3:], bptt_state=carry)
-    torch.testing.assert_close(torch.cat([a, b], 1), full)
-    dec.train()
-    torch.manual_seed(1)
-    o1, _ = dec(toks)
-    assert not torch.allclose(o1, full)  # dropout active in training
 
 
 # ---------------------------------------------------------------------------------------------

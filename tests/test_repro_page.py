@@ -296,3 +296,78 @@ def test_every_link_of_the_generated_pages_resolves(tmp_path):
             assert resolved.exists() or (REPO / "docs" / resolved.relative_to(tmp_path)).exists(), (path.name, link)
             if anchor and resolved == page:
                 assert anchor in anchors, (path.name, link)
+
+
+def _clean_runs(folder: Path) -> set:
+    """The runs published in ``folder`` on the clean split (their split records the dropped pairs)."""
+    return {p.stem for p in folder.glob("*-s*.json")
+            if "test_dropped" in (json.loads(p.read_text()).get("split") or {})}
+
+
+def test_the_still_to_run_list_is_the_registry_less_the_published_runs():
+    """docs/results.md lists, for every registered comparison (Family.planned), exactly the runs not
+    yet published on the clean split, with the one command that trains them; every registered system
+    without a published clean-split run is among them."""
+    import re
+
+    from fairseq_local_repro.families import FAMILIES
+
+    page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    todo = page[page.index("\n## Still to run\n"):]
+    pending = {}
+    for fam in FAMILIES.values():
+        for runset in fam.planned:
+            names = [s.name for s in fam.systems if not runset.systems or s.name in runset.systems or s.baseline]
+            done = _clean_runs(RESULTS / fam.name / runset.variant)
+            missing = [(n, [k for k in range(1, runset.seeds + 1) if f"{n}-s{k}" not in done]) for n in names]
+            missing = [(n, k) for n, k in missing if k]
+            heading = f"### `{fam.name}/{runset.variant}`"
+            if not missing:
+                assert heading not in todo
+                continue
+            entry = todo.split(heading + "\n")[1].split("\n### ")[0]
+            listed = entry.split("Still to run (")[1].split("\n")[0]
+            assert listed.startswith(f"{sum(len(k) for _, k in missing)} run")
+            for n, seeds in missing:
+                label = fam.system(n).label
+                seeds_text = (f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 and seeds == list(
+                    range(seeds[0], seeds[-1] + 1)) else ("seed " if len(seeds) == 1 else "seeds ")
+                    + ", ".join(map(str, seeds)))
+                assert f"{label}, {seeds_text}" in listed, (heading, label)
+                pending.setdefault(fam.name, set()).add(n)
+            assert f"```bash\n{runset.command(fam.name)}\n```" in entry
+            assert re.search(r"<!-- doc-test: parse \(.+\) -->\n```bash\n" + re.escape(runset.command(fam.name)), entry)
+    for fam in FAMILIES.values():
+        clean = {r.rsplit("-s", 1)[0] for d in [RESULTS / fam.name, *(RESULTS / fam.name).glob("*/")]
+                 for r in _clean_runs(d)}
+        for s in fam.systems:
+            assert s.name in clean or s.name in pending.get(fam.name, ()), (fam.name, s.name)
+    # the new baselines of the registry are on the list
+    assert {"baseline_deep", "baseline_large"} <= pending["mc_rnn"]
+    assert {"wider_cnn", "deeper_cnn", "wider_san", "deeper_san", "m5"} <= pending["dpn_s2s"]
+
+
+def test_a_published_clean_run_leaves_the_still_to_run_list(tmp_path):
+    """The list is computed from the published files: a run published on the clean split leaves it;
+    one published before the overlap check stays (its command trains it again)."""
+    import shutil
+
+    from fairseq_local_repro.families import FAMILIES
+
+    shutil.copytree(RESULTS, tmp_path / "results" / "reproduce")
+    root = tmp_path / "results" / "reproduce"
+    fam = FAMILIES["mc_rnn"]
+    runset = next(r for r in fam.planned if r.variant == "clean_split")
+    before = repro_page.missing_runs(str(root), fam, runset)
+    assert ("baseline_deep", [1, 2, 3]) in before
+    folder = root / "mc_rnn" / "clean_split"
+    folder.mkdir()
+    run = json.loads((RESULTS / "mc_rnn" / "baseline-s1.json").read_text())
+    (folder / "baseline_deep-s2.json").write_text(json.dumps(run))  # the old split: still to run
+    assert repro_page.missing_runs(str(root), fam, runset) == before
+    run["split"] = {"train": 10000, "dev": 997, "test": 1012, "dev_dropped": 3, "test_dropped": 2}
+    (folder / "baseline_deep-s2.json").write_text(json.dumps(run))
+    after = repro_page.missing_runs(str(root), fam, runset)
+    assert ("baseline_deep", [1, 3]) in after and len(after) == len(before)
+    page = Path(repro_page.write_page(str(tmp_path))).read_text(encoding="utf-8")
+    assert "Baseline-RNN-deep, seeds 1, 3" in page and "**Still to run:** `clean_split` (11 runs)" in page

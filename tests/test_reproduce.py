@@ -50,7 +50,32 @@ def test_unavailable_scale_and_bad_system_are_one_line(tmp_path):
     assert "LDC" in p.stderr and "prepare_nist_zhen.sh" in p.stderr and not (tmp_path / "lattice").exists()
     p = run("mc_rnn", "--out", tmp_path, "--systems", "mc_rnn_9", check=False)
     assert p.stderr.strip() == ("reproduce.py: error: --systems: family 'mc_rnn' has no system 'mc_rnn_9' "
-                                "(it has mc_rnn_3, baseline, baseline_large)")
+                                "(it has mc_rnn_3, baseline, baseline_large, baseline_deep)")
+
+
+def built_params(line: str):
+    """The model fairseq-train's own parser and task build from a printed training command, and
+    its parameter count (tied parameters once): the independent count of the harness's plan."""
+    import shlex
+
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_local  # noqa: F401
+
+    argv = shlex.split(line)
+    args = options.parse_args_and_arch(options.get_training_parser(), argv[argv.index("fairseq_cli.train") + 1:])
+    cfg = convert_namespace_to_omegaconf(args)
+    model = tasks.setup_task(cfg.task).build_model(cfg.model)
+    return model, sum({p.data_ptr(): p.numel() for p in model.parameters()}.values())
+
+
+def planned(lines, family, name):
+    """A dry run's plan line of one system (its parameter count and size match) and its training command."""
+    plan = next(x for x in lines if f"{family}/{name}: " in x)
+    count = int(plan.split("-> ")[1].split(" parameters")[0].replace(",", ""))
+    cmd = next(x for x in lines if "fairseq_cli.train" in x and f"{name}-s1{os.sep}checkpoints" in x)
+    return plan, count, cmd
 
 
 def normalised(line):
@@ -172,6 +197,46 @@ def test_a_sweep_point_needs_its_own_out_folder(smoke, tmp_path):
         state = safe_load(sdir / "checkpoints" / "checkpoint_best.pt")
         assert state["cfg"]["model"]["dropout"] == 0.4
         assert state["cfg"]["optimization"]["clip_norm"] == 0.5
+
+
+def test_baseline_deep_is_size_matched_to_mc_rnn_3(smoke):
+    """Table 5's Baseline-RNN-deep: 3 layers, its hidden width the one whose parameter count is closest
+    to MC-RNN-3's (the neighbouring widths are farther), as fairseq-train builds it; planned at 16 units."""
+    out, _, _, _ = smoke
+    p = run("mc_rnn", "--out", out.parent, "--width", "16", "--dry-run", "--systems", "mc_rnn_3,baseline_deep")
+    lines = p.stdout.splitlines()
+    _, target, cmd3 = planned(lines, "mc_rnn", "mc_rnn_3")
+    assert built_params(cmd3)[1] == target
+    plan, count, cmd = planned(lines, "mc_rnn", "baseline_deep")
+    assert f"size-matched to mc_rnn_3 ({target:,})" in plan and "--arch rnnsearch_iwslt_de_en_deep " in cmd
+    model, built = built_params(cmd)
+    assert built == count
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (3, 3)
+    hidden = int(cmd.split("--encoder-hidden-size ")[1].split()[0])
+    assert f"--decoder-hidden-size {hidden} " in cmd and hidden > 16  # wider than the 2-layer baseline's 16 units
+    for other in (hidden - 1, hidden + 1):
+        narrower = cmd.replace(f"-hidden-size {hidden} ", f"-hidden-size {other} ")
+        assert abs(built_params(narrower)[1] - target) >= abs(count - target)
+
+
+def test_mc_rnn_3_is_registered_at_every_dropout_the_baseline_was_swept_at():
+    """The baseline's dropout grid (the family's setting and every published dropout_* folder) has
+    MC-RNN-3 at each point: published there or registered to run (families.RunSet)."""
+    from fairseq_local_repro.families import FAMILIES
+
+    fam = FAMILIES["mc_rnn"]
+    root = REPO / "docs" / "results" / "reproduce" / "mc_rnn"
+    swept = {json.loads(p.read_text())["dropout"] for p in root.glob("dropout_*/baseline-s1.json")}
+    swept.add(fam.scales["cpu"].dropout)
+    # (the first runs, at the family's setting, predate the JSON's dropout field)
+    published = {json.loads(p.read_text()).get("dropout", fam.scales["cpu"].dropout)
+                 for p in root.glob("**/mc_rnn_3-s*.json")}
+    registered = {float(r.options[r.options.index("--dropout") + 1]) if "--dropout" in r.options
+                  else fam.scales["cpu"].dropout for r in fam.planned if not r.systems or "mc_rnn_3" in r.systems}
+    assert swept == {0.2, 0.4, 0.5} and swept <= published | registered
+    assert next(r for r in fam.planned if r.variant == "dropout_0.5").command("mc_rnn") == (
+        "python scripts/reproduce.py mc_rnn --scale cpu --seeds 3 --systems mc_rnn_3 --max-epoch 60 --dropout 0.5 "
+        "--out checkpoints/dropout_0.5 --publish --variant dropout_0.5")
 
 
 def test_page_is_generated_from_the_published_json(smoke):
@@ -319,6 +384,21 @@ def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data
         else:
             assert 0 < count < r["params"]  # one path per side: fewer parameters than M9 at the same widths
         assert any(f"--arch {arch} " in x and "--optimizer adam" in x for x in lines)
+    # Table 1's controls at the common width 16: the wider ones twice as wide (32, SAN filter 128), the deeper
+    # ones twice as deep; each counted as fairseq-train builds it, each larger than M9 (as in Table 1)
+    controls = {"wider_cnn": ("dpn_baseline_wider_cnn_iwslt", "--encoder-layers '[(32, 3)] * 4'"),
+                "deeper_cnn": ("dpn_baseline_deeper_cnn_iwslt", "--decoder-layers '[(16, 3)] * 8'"),
+                "wider_san": ("dpn_baseline_wider_san_iwslt", "--encoder-embed-dim 32 --decoder-embed-dim 32 "
+                                                               "--encoder-ffn-embed-dim 128"),
+                "deeper_san": ("dpn_baseline_deeper_san_iwslt", "--encoder-embed-dim 16 --decoder-embed-dim 16 "
+                                                                 "--encoder-ffn-embed-dim 64")}
+    for name, (arch, widths) in controls.items():
+        _, count, cmd = planned(lines, "dpn_s2s", name)
+        assert f"--arch {arch} " in cmd and widths in cmd
+        model, built = built_params(cmd)
+        assert built == count > r["params"], name
+        if name.endswith("san"):
+            assert len(model.encoder.layers) == (4 if name == "deeper_san" else 2)
     assert not (fam / "m1-s1").exists() and not (fam / "m5-s1").exists()  # a dry run trains nothing
 
 
@@ -418,6 +498,89 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
         assert len(chains) == len(jieba) == 300 and chains != jieba  # the same sentences, segmented otherwise
 
 
+def test_running_text_split_is_contiguous_and_shares_no_line_with_train():
+    from fairseq_local_repro.prepare import split_running_text
+
+    a = [f"a{i}" for i in range(20)]
+    a[18] = "  A3 "  # a test line that repeats a training line (case and spaces aside)
+    b = [f"b{i}" for i in range(10)]
+    b[8] = "a1"  # a dev line of the second text that repeats a training line of the first
+    parts, dropped = split_running_text([a[:5] + ["", "   "] + a[5:], b + [""]])
+    assert parts == {"train": a[:16] + b[:8], "dev": ["a16", "a17"], "test": ["a19", "b9"]}
+    assert dropped == {"dev": 1, "test": 1}
+    with pytest.raises(ValueError, match="text 2: 2 non-blank lines, too few for a train, dev and test part"):
+        split_running_text([a, ["x", "", "y"]])
+
+
+def _running_text_reference(shared):
+    """The --running-text corpus recomputed: each file's non-blank lines, 80 / 10 / 10 % in order,
+    dev and test without the lines (case-folded, whitespace collapsed) of the whole train part."""
+    train, dev, test = [], [], []
+    for name in ("ptb.valid.txt", "wikitext2.valid.txt"):
+        lines = [x.strip() for x in (shared / "lm" / name).read_text(encoding="utf-8").splitlines() if x.strip()]
+        k = len(lines) // 10 + (len(lines) % 10 >= 5)  # round(10 %) of the lines
+        train += lines[:len(lines) - 2 * k]
+        dev += lines[len(lines) - 2 * k:len(lines) - k]
+        test += lines[len(lines) - k:]
+    seen = {normalised(x) for x in train}
+    return train, [x for x in dev if normalised(x) not in seen], [x for x in test if normalised(x) not in seen]
+
+
+def test_running_text_corpus_and_settings_tuned_on_dev(tmp_path, shared_data):
+    """gencnn's streamed setting: the running-text corpus prepared (300 train, 24 dev/test lines) equals
+    its recomputation, no dev or test line occurs in train, and the systems are planned on 256-token
+    blocks that cross sentence boundaries; --tuned-on-dev plans each system at the grid point of its
+    lowest published dev loss, and refuses with one line while a point is missing or from the old split."""
+    from fairseq_local_repro import families, prepare
+    from fairseq_local_repro.plan import tuned_on_dev
+    from fairseq_local_repro.processes import ReproError
+
+    fam = families.FAMILIES["gencnn"]
+    data = prepare.prepare_running_text(fam, str(tmp_path / "gencnn"), str(shared_data), 300, 24)
+    train, dev, test = _running_text_reference(shared_data)
+    raw = tmp_path / "gencnn" / "data" / "raw"
+    assert [(raw / f"{k}.txt").read_text(encoding="utf-8").splitlines() for k in ("train", "dev", "test")] == [
+        train[:300], dev[:24], test[:24]]
+    assert not {normalised(x) for x in dev + test} & {normalised(x) for x in train}
+    assert data.lm_block == 256 and data.sizes["unit"] == "lines"
+    assert (data.sizes["dev_dropped"], data.sizes["test_dropped"]) == (17, 33)
+    assert "first 80 % of lines = train" in data.description
+
+    docs = tmp_path / "docs"
+    root = docs / "results" / "reproduce" / "gencnn"
+    grid = [(lr, d) for lr in fam.sweep["lr"] for d in fam.sweep["dropout"]]
+    best = {"gencnn": (3e-3, 0.3), "lstm_lm": (3e-4, 0.0), "fconv_lm": (1e-3, 0.3)}
+
+    def publish_point(lr, d, split):
+        for i, s in enumerate(("gencnn", "lstm_lm", "fconv_lm")):
+            (root / families.sweep_point(lr, d)).mkdir(parents=True, exist_ok=True)
+            loss = 5.0 + i - (0.5 if best[s] == (lr, d) else 0.01 * grid.index((lr, d)))
+            (root / families.sweep_point(lr, d) / f"{s}-s1.json").write_text(
+                json.dumps({"dev_loss_bits": loss, "split": split}))
+
+    clean = {"train": 300, "dev": 24, "test": 24, "dev_dropped": 1, "test_dropped": 1}
+    for lr, d in grid[:-1]:
+        publish_point(lr, d, clean)
+    p = run("gencnn", "--out", tmp_path, "--tuned-on-dev", "--docs", docs, "--dry-run", check=False)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
+    assert "sweep_lr0.003_dropout0.3/gencnn-s1.json is not published (on the clean split) yet: python " \
+           "scripts/reproduce.py gencnn --scale cpu --seeds 1 --lr 0.003 --dropout 0.3 " in p.stderr
+    publish_point(*grid[-1], {"train": 300, "dev": 24, "test": 24})  # split before the overlap check
+    with pytest.raises(ReproError, match="sweep_lr0.003_dropout0.3/gencnn-s1.json is not published \\(on the clean"):
+        tuned_on_dev(fam, str(docs / "results" / "reproduce"))
+    publish_point(*grid[-1], clean)
+    assert tuned_on_dev(fam, str(docs / "results" / "reproduce")) == {
+        name: {"lr": lr, "dropout": d} for name, (lr, d) in best.items()}
+    # both settings planned at once: each system's tuned point, on blocks of running text
+    lines = run("gencnn", "--out", tmp_path, "--running-text", "--tuned-on-dev", "--docs", docs,
+                "--dry-run").stdout.splitlines()
+    for name, (lr, d) in best.items():
+        plan, _, cmd = planned(lines, "gencnn", name)
+        assert plan.endswith(f"(lr {lr:g}, dropout {d:g})")
+        assert f" --lr {lr} " in cmd and f" --dropout {d} " in cmd
+        assert "--task language_modeling --sample-break-mode none --tokens-per-sample 256 " in cmd
+
+
 def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
     p = run("mc_rnn", "--out", tmp_path, "--dropout", "0.4", "--publish", check=False)
     assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
@@ -427,6 +590,18 @@ def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
     assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
         "reproduce.py: error: --clip-norm changes the family's setting: publish the run with --variant NAME so "
         "that it does not replace the family's comparison")
+    for opt in (["--lr", "0.01"], ["--running-text"], ["--tuned-on-dev"]):
+        p = run("gencnn", "--out", tmp_path, *opt, "--publish", check=False)
+        assert p.returncode != 0 and p.stderr.strip().splitlines()[-1] == (
+            f"reproduce.py: error: {opt[0]} changes the family's setting: publish the run with --variant NAME so that "
+            "it does not replace the family's comparison")
+    p = run("gencnn", "--out", tmp_path, "--tuned-on-dev", "--lr", "0.01", check=False)
+    assert p.stderr.strip().endswith("error: --tuned-on-dev picks each system's --lr and --dropout; give neither")
+    p = run("mc_rnn", "--out", tmp_path, "--running-text", check=False)
+    assert p.stderr.strip() == ("reproduce.py: error: --running-text is a --scale cpu language-model corpus; 'mc_rnn' "
+                                "is a translation family")
+    p = run("gencnn", "--out", tmp_path, "--lr", "0", check=False)
+    assert p.stderr.strip().endswith("argument --lr: must be a positive number, not '0'")
     p = run("mc_rnn", "--out", tmp_path, "--variant", "dropout_0.4", check=False)
     assert p.stderr.strip().endswith("error: --variant names where --publish puts the run; add --publish")
     p = run("mc_rnn", "--out", tmp_path, "--variant", "../x", "--publish", check=False)

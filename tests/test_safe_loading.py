@@ -75,3 +75,20 @@ def test_import_keeps_root_logger_quiet():
     level, handlers = proc.stdout.split()
     assert int(level) == 30 and int(handlers) == 0, proc.stdout
     assert "tensorboardX" not in proc.stderr and "DEBUG" not in proc.stderr, proc.stderr
+
+
+def test_random_bytes_are_not_a_complete_checkpoint(tmp_path):
+    """Bytes that are no zip archive go to torch's legacy unpickler, whose stack machine fails on
+    garbage with whatever it meets (EOFError, IndexError, KeyError, UnpicklingError...): each is one
+    CheckpointError naming the file, never a bare exception."""
+    import random
+
+    from fairseq_local.errors import UserError
+
+    rng = random.Random(0)
+    for i in range(64):
+        path = tmp_path / f"r{i}.pt"
+        # the legacy pickle magic first, as a checkpoint of old torch starts: the unpickler reads on
+        path.write_bytes((b"\x80\x02" if i % 2 else b"") + rng.randbytes(rng.choice([3, 64, 4096])))
+        with pytest.raises(UserError, match=rf"{path}: |{path} is not a complete checkpoint \("):
+            safe_load(str(path))

@@ -8,17 +8,24 @@ batch of windows:
   TIME-FLOW maps read per window), a batched product over locations on a strided view of the
   windows (no gathered copy);
 * :func:`dilated_conv`: shared weights over a whole sequence (TIME-FLOW maps, Eq. 3, and their
-  gates), one ``conv1d``;
+  gates), one convolution;
 * :func:`gather_windows`: the rows of a sequence that a set of windows reads, one
   ``index_select`` (its backward is one ``index_add``).
+
+and one operation carries Eq. 5, the merge of each gating window's two candidates (or Section
+3.2's max-pooling of them): :func:`merge_pairs`, over every pair of a layer's locations at once,
+and :func:`merge`, one pair given as two tensors.  Their backward is written by hand: each
+candidate's gradient goes straight into the gradient of the tensor that holds the candidates (one
+product each), where autograd would build a zero-filled gradient per sliced candidate and add them.
 """
 import functools
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from fairseq_local.modules.amp import autocast_inputs
 
@@ -115,16 +122,21 @@ def _strided_windows(H: Tensor, taps: Taps) -> Tensor:
 
 
 def dilated_conv(x: Tensor, w: Tensor, b: Tensor, d: int) -> Tensor:
-    """Dilated convolution of a stream x (B, c, Q), channels first, with w (F, width, c) ->
-    (B, Q - d(width-1), F).
+    """Dilated convolution of a stream x (B, Q, c) with w (F, width, c) -> (B, Q - d(width-1), F).
 
-    A stream shorter than the dilated kernel gives no positions (an empty result, where ``conv1d``
-    would raise).  That happens when the sequence is exactly one window long (a βCNN recursion of
-    one block: the longest sentence of a batch has L_α + 1 tokens) and the last layer keeps only
-    location 0: the windows then need no position of the stream, only the per-window location 0."""
-    if x.shape[-1] < d * (w.shape[1] - 1) + 1:
+    One 2-D convolution of a height-1 image in channels-last layout: that is the memory layout of
+    x, w and the result as they are, so neither the input, the weight, the output nor its gradient
+    is copied into a channels-first layout.
+
+    A stream shorter than the dilated kernel gives no positions (an empty result, where the
+    convolution would raise).  That happens when the sequence is exactly one window long (a βCNN
+    recursion of one block: the longest sentence of a batch has L_α + 1 tokens) and the last layer
+    keeps only location 0: the windows then need no position of the stream, only the per-window
+    location 0."""
+    if x.shape[1] < d * (w.shape[1] - 1) + 1:
         return x.new_zeros(x.shape[0], 0, w.shape[0])
-    return F.conv1d(x, w.permute(0, 2, 1), b, dilation=d).transpose(1, 2)
+    out = F.conv2d(x.transpose(1, 2).unsqueeze(2), w.permute(0, 2, 1).unsqueeze(2), b, dilation=(1, d))
+    return out.squeeze(2).transpose(1, 2)
 
 
 @functools.lru_cache(maxsize=64)
@@ -153,3 +165,127 @@ def gather_windows(seq: Tensor, R: int, start: int, stride: int, n: int, r0: int
     if first is not None:
         src = torch.cat([src, first.reshape(B * R, C)], 0)
     return src.index_select(0, idx).view(B * R, n, C)
+
+
+class Pairs(NamedTuple):
+    """Eq. 5's gating windows along one axis of a tensor of convolution locations: pair ``j <
+    count`` merges location ``start + step*j`` (the older candidate, weight g) with ``start +
+    step*j + gap`` (the newer one, weight 1 - g); the ``start`` locations before the first pair
+    pass through (the oldest location of a layer with an odd number of locations)."""
+    start: int
+    step: int
+    gap: int
+    count: int
+
+    def views(self, t: Tensor, dim: int):
+        """(pass-through, older candidates, newer candidates): views of ``t`` along ``dim``."""
+        def take(first: int) -> Tensor:
+            return t[(slice(None),) * dim + (slice(first, first + self.step * (self.count - 1) + 1, self.step),)]
+        return t.narrow(dim, 0, self.start), take(self.start), take(self.start + self.gap)
+
+
+@functools.lru_cache(maxsize=64)
+def _coverage(pairs: Pairs, size: int) -> Tuple[bool, bool]:
+    """(some location is a candidate of two pairs, every location of ``size`` is passed through or
+    a candidate)."""
+    start, step, gap, n = pairs
+    older = range(start, start + step * n, step)
+    newer = range(start + gap, start + gap + step * n, step)
+    overlap = bool(set(older) & set(newer))
+    return overlap, set(range(start)) | set(older) | set(newer) == set(range(size))
+
+
+def merge_pairs(a: Tensor, g: Optional[Tensor], pairs: Pairs, dim: int, out_dim: Optional[int] = None) -> Tensor:
+    """Eq. 5 over every pair of ``a`` along ``dim``: ``g_j * older_j + (1 - g_j) * newer_j`` with
+    ``g = sigmoid(gate pre-activations)`` (``g``: ``a``'s shape with ``pairs.count`` along
+    ``dim``), or, ``g`` None, max-pooling of each pair (a tie selects the older candidate, as
+    max-pooling's first maximal index does).  Returns the pass-through locations followed by the
+    merged pairs, along ``out_dim`` (default ``dim``: the other axes keep their order).  One
+    operator per term forward and backward (see the module doc)."""
+    return _MergePairs.apply(a, g, pairs, dim, dim if out_dim is None else out_dim)
+
+
+def merge(older: Tensor, newer: Tensor, g: Optional[Tensor]) -> Tensor:
+    """Eq. 5 (or max-pooling, ``g`` None) of one pair given as two tensors of the same shape."""
+    return _Merge.apply(older, newer, g)
+
+
+def _merge_into(out: Tensor, older: Tensor, newer: Tensor, g: Optional[Tensor]) -> Tensor:
+    """Writes the merged pair into ``out``; returns what the backward needs: the gate value
+    sigmoid(g), or with max-pooling whether the older candidate was selected (bool)."""
+    if g is None:
+        pick = older >= newer
+        torch.where(pick, older, newer, out=out)
+        return pick
+    s = torch.sigmoid(g)
+    torch.lerp(newer, older, s, out=out)
+    return s
+
+
+def _merge_grads(go: Tensor, older: Tensor, newer: Tensor, s: Tensor, gate_grad: bool, g_older: Tensor,
+                 overlap: bool = False, g_newer: Optional[Tensor] = None):
+    """Backward of one merge (``s``: what ``_merge_into`` returned): writes ``go * s`` into
+    ``g_older``, then ``go - go * s`` into ``g_newer`` (added to it when the two overlap; None: a
+    new tensor); returns (the newer candidates' gradient, with ``gate_grad`` the gate
+    pre-activations' gradient ``go * (older - newer) * s * (1 - s)``)."""
+    torch.mul(go, s, out=g_older)
+    if g_newer is None or overlap:
+        rest = go - g_older
+        g_newer = rest if g_newer is None else g_newer.add_(rest)
+    else:
+        torch.sub(go, g_older, out=g_newer)
+    gg = torch.ops.aten.sigmoid_backward(go * (older - newer), s) if gate_grad else None
+    return g_newer, gg
+
+
+class _MergePairs(torch.autograd.Function):
+    """:func:`merge_pairs`."""
+
+    @staticmethod
+    def forward(ctx, a, g, pairs: Pairs, dim: int, out_dim: int):
+        shape = list(a.shape)
+        shape[dim] = pairs.start + pairs.count
+        shape.insert(out_dim, shape.pop(dim))
+        out = a.new_empty(shape)
+        first, older, newer = pairs.views(a, dim)
+        o_first, o_pairs = out.movedim(out_dim, dim).split([pairs.start, pairs.count], dim)
+        if pairs.start:
+            o_first.copy_(first)
+        s = _merge_into(o_pairs, older, newer, g)
+        ctx.save_for_backward(a, s)
+        ctx.geometry = pairs, dim, out_dim
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, go):
+        a, s = ctx.saved_tensors
+        pairs, dim, out_dim = ctx.geometry
+        overlap, covered = _coverage(pairs, a.shape[dim])
+        ga = a.new_empty(a.shape) if covered and not overlap else a.new_zeros(a.shape)
+        g_first, g_older, g_newer = pairs.views(ga, dim)
+        go_first, go_pairs = go.movedim(out_dim, dim).split([pairs.start, pairs.count], dim)
+        if pairs.start:
+            g_first.copy_(go_first)
+        _, older, newer = pairs.views(a, dim)
+        _, gg = _merge_grads(go_pairs, older, newer, s, ctx.needs_input_grad[1], g_older, overlap, g_newer)
+        return ga, gg, None, None, None
+
+
+class _Merge(torch.autograd.Function):
+    """:func:`merge`."""
+
+    @staticmethod
+    def forward(ctx, older, newer, g):
+        out = torch.empty_like(older)
+        s = _merge_into(out, older, newer, g)
+        ctx.save_for_backward(older, newer, s)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, go):
+        older, newer, s = ctx.saved_tensors
+        g_older = torch.empty_like(go)
+        g_newer, gg = _merge_grads(go, older, newer, s, ctx.needs_input_grad[2], g_older)
+        return g_older, g_newer, gg

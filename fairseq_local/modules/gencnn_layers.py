@@ -53,7 +53,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_local.modules.gencnn_kernels import LayerShape, Taps, dilated_conv, gather_windows, window_product
+from fairseq_local.modules.gencnn_kernels import (LayerShape, Pairs, Taps, dilated_conv, gather_windows, merge,
+                                                  merge_pairs, window_product)
 
 MERGES = ("gating", "pooling")  # Section 3.2: gating networks (Eq. 5) or max-pooling of the pairs
 
@@ -168,60 +169,45 @@ class GatedConvStack(nn.Module):
     # ---------------------------------------------------------------------------------------
     # Per-window computation.  A layer's input is a list of *parts* (M, n_in, c) whose channels
     # concatenate to the lower layer's maps: [X] at layer 1, [TIME-FLOW, TIME-ARROW] above (a kind
-    # with no maps is left out), so TIME-FLOW maps reading only TIME-FLOW maps never slice channels.
+    # with no maps is left out), so TIME-FLOW maps reading only TIME-FLOW maps never slice channels;
+    # maps reading every part read them concatenated once per layer (one product, not one per part).
     def window_maps(self, parts: List[Tensor], W: Tensor, b: Tensor, taps: Taps, location_shared: bool) -> Tensor:
         """Eq. 3 (``location_shared``: TIME-FLOW, W (F, width, c)) or Eq. 4 (TIME-ARROW, one matrix
         per location, W (count, F, width, c)) pre-activations, or a gate's (``taps`` of the gating
-        pairs), of the ``taps.count`` output locations, over the first ``W.shape[-1]`` channels of
-        ``parts``; b (F,) / (count, F).  -> (count, M, F), location-major."""
-        widths = [p.shape[-1] for p in parts]
-        if W.shape[-1] < sum(widths):  # TIME-FLOW maps that read only the TIME-FLOW part below
-            parts, widths = parts[:1], widths[:1]
-        out = None  # one product per part: the TIME-FLOW and TIME-ARROW maps below
-        for part, Wp in zip(parts, W.split(widths, -1) if len(parts) > 1 else [W]):
-            Wp = Wp.reshape(Wp.shape[:-2] + (-1,))
-            if location_shared:
-                Wp = Wp.expand(taps.count, *Wp.shape)
-            bias = None if out is not None else (b.expand(taps.count, b.shape[-1]) if location_shared else b)
-            r = window_product(part, Wp, bias, taps)
-            out = r if out is None else out + r
-        return out
-
-    def _merge(self, left: Tensor, right: Tensor, g: Optional[Tensor]) -> Tensor:
-        """Eq. 5, ``g * left + (1 - g) * right`` with ``g = sigmoid(gate pre-activation)``, or
-        max-pooling of the pair (``merge="pooling"``, ``g`` None).  A tie (two positions before
-        the sentence start) selects the older location, so its gradient goes there alone, as
-        max-pooling's first maximal index does (``torch.maximum`` would split it)."""
-        if g is None:
-            return torch.where(left >= right, left, right)
-        return torch.lerp(right, left, torch.sigmoid(g))
+        pairs), of the ``taps.count`` output locations over the channels of ``parts`` concatenated;
+        b (F,) / (count, F).  -> (count, M, F), location-major: one ``window_product``."""
+        H = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+        W = W.flatten(-2)
+        if location_shared:
+            W, b = W.expand(taps.count, *W.shape), b.expand(taps.count, b.shape[-1])
+        return window_product(H, W, b, taps)
 
     def activate_and_merge(self, s: LayerShape, z: Tensor, g: Optional[Tensor]) -> Tensor:
-        """Activation of Eq. 3-4, then Eq. 5: z (n_conv, M, F), gate pre-activations g (n_pairs,
-        M, F) or None (pooling) -> (M, n_out, F).  The oldest location passes through when n_conv
-        is odd."""
-        a = self.act(z)
-        o, J = s.offset, s.n_pairs
-        first, rest = a.split([o, 2 * J], 0)
-        left, right = rest.unflatten(0, (J, 2)).unbind(1)  # conv locations o+2j, o+2j+1
-        out = self._merge(left, right, g)
-        if o:
-            out = torch.cat([first, out], 0)
-        return out.transpose(0, 1).contiguous()
+        """Activation of Eq. 3-4, then Eq. 5 (``merge_pairs``): z (n_conv, M, F), gate
+        pre-activations g (n_pairs, M, F) or None (pooling) -> (M, n_out, F).  The oldest location
+        passes through when n_conv is odd."""
+        return merge_pairs(self.act(z), g, Pairs(s.offset, 2, 1, s.n_pairs), 0, out_dim=1)
 
     def window_layer(self, li: int, parts: List[Tensor], kinds=("tf", "ta")) -> List[Tensor]:
         """Layer ``li`` (Eq. 3-5) on explicit windows given as parts -> [TIME-FLOW (M, n_out, n_tf),
         TIME-ARROW (M, n_out, n_ta)] (kinds with no maps, or not in ``kinds``, left out)."""
         s = self.shapes[li]
+        whole = parts if len(parts) == 1 else None  # every part, concatenated at most once
         out = []
         for kind in kinds:
-            if (s.n_tf if kind == "tf" else s.n_ta) == 0:
+            n_maps, c = (s.n_tf, s.c_tf) if kind == "tf" else (s.n_ta, s.c_ta)
+            if n_maps == 0:
                 continue
+            if c < sum(p.shape[-1] for p in parts):  # TIME-FLOW maps that read only the TIME-FLOW part below
+                reads = parts[:1]
+            else:
+                whole = whole or [torch.cat(parts, -1)]
+                reads = whole
             location_shared = kind == "tf"  # TIME-FLOW: one matrix for every location
-            z = self.window_maps(parts, *self.params("conv", kind, li), s.conv_taps, location_shared)
+            z = self.window_maps(reads, *self.params("conv", kind, li), s.conv_taps, location_shared)
             g = None
             if self.gated:
-                g = self.window_maps(parts, *self.params("gate", kind, li), s.gate_taps, location_shared)
+                g = self.window_maps(reads, *self.params("gate", kind, li), s.gate_taps, location_shared)
             out.append(self.activate_and_merge(s, z, g))
         return out
 
@@ -270,12 +256,11 @@ class GatedConvStack(nn.Module):
         for li, s in enumerate(self.shapes):
             if not self._is_shared_stream(li):
                 break
-            x = Seq.transpose(1, 2).contiguous()  # channels first, once for the convolution and the gate
-            C = self.act(dilated_conv(x, *self.params("conv", "tf", li), d))
-            G = dilated_conv(x, *self.params("gate", "tf", li), d) if self.gated else None
+            C = self.act(dilated_conv(Seq, *self.params("conv", "tf", li), d))
+            G = dilated_conv(Seq, *self.params("gate", "tf", li), d) if self.gated else None
             streams.append(Stream(Seq, C, a, d))
             n = max(C.shape[1] - d, 0)  # = G.shape[1]: the pair of conv outputs (q, q + d), gate at q
-            Seq = self._merge(C[:, :n], C[:, d:d + n], G)
+            Seq = merge_pairs(C, G, Pairs(0, 1, d, n), 1)
             a, d = a - d * s.offset, 2 * d
         streams.append(Stream(Seq, None, a, d))
         return streams
@@ -316,7 +301,7 @@ class GatedConvStack(nn.Module):
         z0 = self.act(torch.addmm(z, h, wz))
         if z1 is None:
             return z0  # the oldest location passes through ungated
-        return self._merge(z0, z1, None if g is None else torch.addmm(g, h, gate[0]))
+        return merge(z0, z1, None if g is None else torch.addmm(g, h, gate[0]))
 
     def _stream_windows(self, stream: Stream, loc0: Tensor, R: int, n: int, r0: int) -> Tensor:
         """Locations ``0 .. n-1`` of windows ``r0 ..`` of a stream, location 0 given: (B*R, n, c)."""

@@ -13,6 +13,8 @@ so that, before any model is built:
 * a missing file is ``FILE: no such checkpoint file`` (with the ``.pt`` files next to it);
 * a lattice checkpoint (trained with ``--task lattice_translation``) needs that task;
 * a translation task needs an encoder-decoder model, a language-modelling task a language model;
+* a translation model asked for the opposite direction (``--source-lang``/``--target-lang``
+  swapped) is refused: with a joined dictionary it would translate silently, and badly;
 * a checkpoint trained with ``--task stateful_language_modeling`` used with another task gets a
   warning (every window then starts from a zero state: a different perplexity);
 
@@ -89,10 +91,29 @@ def check_fits_task(path, state, task):
             issubclass(model_cls, FairseqEncoderDecoderModel):
         raise CheckpointError(f"{held}, a translation model: {prog_name()} with --task {current} needs a "
                               "language model (translate with fairseq-generate or fairseq-interactive)")
+    if isinstance(task, TranslationTask):
+        check_direction(path, state, task)
     if trained_task == "stateful_language_modeling" and not isinstance(task, StatefulLanguageModelingTask):
         logger.warning(f"{path} was trained with --task stateful_language_modeling but runs with --task "
                        f"{current}: every window starts from a zero state, so the perplexity differs; "
                        "pass --task stateful_language_modeling")
+
+
+def check_direction(path, state, task):
+    """A translation checkpoint asked for the opposite direction (trained ``--source-lang de
+    --target-lang en``, run with ``en``/``de``): with a joined dictionary the weights fit and
+    fairseq would "translate" with exit status 0, so this is one line.  Other language names
+    (``src``/``tgt`` data of the same languages) are left alone."""
+    cfg, args = state.get("cfg"), state.get("args")
+    trained = cfg.get("task", None) if hasattr(cfg, "get") else None
+    pair = tuple((trained.get(k, None) if hasattr(trained, "get") else getattr(args, k, None))
+                 for k in ("source_lang", "target_lang"))
+    now = (getattr(task.cfg, "source_lang", None), getattr(task.cfg, "target_lang", None))
+    if all(pair) and all(now) and pair != now and pair == now[::-1]:
+        raise CheckpointError(f"{path} translates {pair[0]} -> {pair[1]} (trained with --source-lang {pair[0]} "
+                              f"--target-lang {pair[1]}), but {prog_name()} was given --source-lang {now[0]} "
+                              f"--target-lang {now[1]}: pass --source-lang {pair[0]} --target-lang {pair[1]}, "
+                              f"or a checkpoint trained {now[0]} -> {now[1]}")
 
 
 _SIZE_RE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "

@@ -13,12 +13,14 @@ what failed.
 
 ``--fast-path`` also checks the compiled recurrent loops (``--rnn-impl compiled``; CUDA graphs on
 cuda, the part no CPU test can reach): for one layer of every family (MC-RNN-3 in gate space, the
-parallel cells, torch's GRU with a masked hole), compiled == eager in fp32 (TF32 off) for outputs,
-final states and every gradient, twice with fresh inputs (the second call replays the CUDA graph);
-then a small MC-RNN-2 model: a training step's loss and gradients, and beam-5 search, the same
-under both.  It reports each layer's forward + backward milliseconds eager and compiled and the
-seconds of its first compiled call (compilation).  Sizes: the issue's layer (T = 30, B = 128,
-H = 256) on cuda; ``--tiny`` (the default on cpu) a few units.
+parallel cells, torch's GRU with a masked hole) and the lattice encoder (the bidirectional DWL-GRU
+with gating of Su et al. 2017, Eq. 16-21, whose compiled scan advances one topological level per
+step over the padded level grid), compiled == eager in fp32 (TF32 off) for outputs, final states
+and every gradient, twice with fresh inputs (the second call replays the CUDA graph); then a small
+MC-RNN-2 model: a training step's loss and gradients, and beam-5 search, the same under both.  It
+reports each one's forward + backward milliseconds eager and compiled and the seconds of its first
+compiled call (compilation).  Sizes: the issue's layer (T = 30, B = 128, H = 256) on cuda, and 128
+lattices of 4 to 16 characters; ``--tiny`` (the default on cpu) a few units and 3 lattices.
 """
 import argparse
 import importlib
@@ -141,19 +143,128 @@ def _rel_grads(a, b):
     return max([(x - y).abs().max().item() for x, y in zip(a, b)] + [0.0]) / scale
 
 
-def _layer_pass(layer, x, mask):
-    """Forward + backward of one layer: ([output, final states...], [parameter grads..., input grad])."""
+def _fwd_bwd(module, run, inputs=()):
+    """Forward + backward of ``run() -> (output, final states)``, a loss that weighs every output
+    entry differently: ([output, final states...], [grads of module's parameters..., of inputs...])."""
     import torch
 
-    layer.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_(True)
-    out, state = layer(x, None, mask)
+    module.zero_grad(set_to_none=True)
+    out, state = run()
     leaves = [s for s in torch.utils._pytree.tree_leaves(state) if s.is_floating_point()]
     loss = (out * torch.linspace(-1, 1, out.numel(), device=out.device).view_as(out)).sum()
     loss = loss + sum((s ** 2).sum() for s in leaves)
     loss.backward()
     return [out.detach()] + [s.detach() for s in leaves], [
-        p.grad.clone() for p in layer.parameters() if p.grad is not None] + [x.grad]
+        p.grad.clone() for p in module.parameters() if p.grad is not None] + [x.grad for x in inputs]
+
+
+def _layer_pass(layer, x, mask):
+    """One layer: ([output, final states...], [parameter grads..., input grad])."""
+    x = x.detach().clone().requires_grad_(True)
+    return _fwd_bwd(layer, lambda: layer(x, None, mask), [x])
+
+
+def _lattice_pass(encoder, embed, lattice):
+    """The lattice encoder: ([annotations, final state], [parameter grads..., embedding grad])."""
+    import torch.nn as nn
+
+    def run():
+        annotations, _, final, _ = encoder(embed, *lattice)
+        return annotations, final
+    return _fwd_bwd(nn.ModuleList([encoder, embed]), run)
+
+
+def _compare(module, fresh_pass, reps, tol):
+    """compiled == eager for ``fresh_pass()`` (a pass over newly drawn inputs), twice: the second
+    compiled call replays what the first recorded; then each one's forward + backward ms."""
+    from fairseq_local.modules import fast_path
+
+    worst, rec = 0.0, {}
+    for trial in range(2):
+        run = fresh_pass()
+        fast_path.set_rnn_impl(module, "eager")
+        ref = run()
+        fast_path.set_rnn_impl(module, "compiled")
+        t = time.perf_counter()
+        got = run()
+        if trial == 0:
+            rec["first_compiled_call_s"] = round(time.perf_counter() - t, 2)
+        worst = max([worst, _rel_grads(ref[1], got[1])] + [_rel(a, b) for a, b in zip(ref[0], got[0])])
+    for impl in ("eager", "compiled"):
+        fast_path.set_rnn_impl(module, impl)
+        rec[f"{impl}_fwd_bwd_ms"] = round(_timed_ms(run, reps), 3)
+    rec.update(worst=worst, ok=worst <= tol)
+    return rec
+
+
+LATTICE_CHARS = "甲乙丙丁戊"
+
+
+def random_lattices(seed, lengths):
+    """A padded batch (``LatticeBatch``, right padding) of lattices over random characters, one
+    per entry of ``lengths`` (characters), each the merge of 1 to 3 random segmentations (so nodes
+    have 1 to 3 incoming edges and words span 1 to n characters), and its vocabulary size."""
+    import torch
+
+    from fairseq_local.data.lattice import merge_tokenizations
+    from fairseq_local.data.lattice_dataset import collate_lattices
+
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(n):
+        return int(torch.randint(n, (1,), generator=g))
+
+    lats = []
+    for n in lengths:
+        chars = "".join(LATTICE_CHARS[rand(len(LATTICE_CHARS))] for _ in range(n))
+        segs = []
+        for _ in range(1 + rand(3)):
+            cut = [0] + [i for i in range(1, n) if rand(2)] + [n]
+            segs.append([chars[a:b] for a, b in zip(cut, cut[1:])])
+        lats.append(merge_tokenizations(chars, segs))
+    vocab = {w: i for i, w in enumerate(sorted({w for lat in lats for w in lat.words()}))}
+    batch = collate_lattices([torch.from_numpy(lat.pack([vocab[w] for w in lat.words()])) for lat in lats], 1,
+                             left_pad=False)
+    return batch["lattice"], len(vocab)
+
+
+def lattice_check(device, tiny, tol, reps, I, H):
+    """compiled == eager for the bidirectional DWL-GRU + gating encoder on a padded batch of random
+    lattices (``random_lattices``: several levels, sentences of different lengths), the embedding
+    table drawn anew for each of the two calls; also reports the compiled variants it added and
+    each direction's level grid (``lattice_gru.pad_levels``: levels and their padded count, the
+    padded width)."""
+    import torch
+    import torch.nn as nn
+
+    from fairseq_local.data.lattice_dataset import LatticeBatch
+    from fairseq_local.modules import fast_path
+    from fairseq_local.modules.lattice_gru import BiLatticeGRU, pad_levels
+
+    g = torch.Generator().manual_seed(0)
+    lengths = (6, 3, 5) if tiny else tuple(torch.randint(4, 17, (128,), generator=g).tolist())
+    lattice, vocab = random_lattices(1, lengths)
+    lattice = LatticeBatch(*(t.to(device) for t in lattice))
+    encoder = BiLatticeGRU(I, H, "dwl", "gating", init_scale=0.5 if tiny else 0.1).to(device)
+    embed = nn.Embedding(vocab, I).to(device)
+
+    def fresh_pass():
+        with torch.no_grad():
+            embed.weight.copy_(torch.randn(vocab, I, generator=g))
+        return lambda: _lattice_pass(encoder, embed, lattice)
+
+    before = set(fast_path.variants())
+    rec = _compare(encoder, fresh_pass, reps, tol)
+    rec["compiled_variants"] = sum(1 for k in fast_path.variants() if k not in before)
+    with torch.no_grad():
+        schedules = fast_path.set_rnn_impl(encoder, "eager")(embed, *lattice)[3]["schedules"]  # both directions
+    grids = []
+    for sched in schedules:
+        grid = pad_levels(sched)
+        grids.append({"levels": len(sched.steps), "padded_levels": grid.chunks[-1][1], "width": grid.width,
+                      "edges": sched.edge_words.numel()})
+    rec.update(lattices=len(lengths), characters=[min(lengths), max(lengths)], grids=grids)
+    return rec
 
 
 def _timed_ms(fn, reps):
@@ -202,22 +313,12 @@ def fast_path_check(device, tiny):
         m = mask.clone()
         if name.startswith("torch"):
             m[T // 2, 0] = True  # a hole: the masked step loop, not cuDNN's packed sequence
-        worst, rec = 0.0, {}
-        for trial in range(2):  # the second compiled call replays what the first recorded
+
+        def fresh_pass(layer=layer, m=m):
             x = torch.randn(T, B, I, generator=g).to(device)
-            fast_path.set_rnn_impl(layer, "eager")
-            ref = _layer_pass(layer, x, m)
-            fast_path.set_rnn_impl(layer, "compiled")
-            t = time.perf_counter()
-            got = _layer_pass(layer, x, m)
-            if trial == 0:
-                rec["first_compiled_call_s"] = round(time.perf_counter() - t, 2)
-            worst = max([worst, _rel_grads(ref[1], got[1])] + [_rel(a, b) for a, b in zip(ref[0], got[0])])
-        for impl in ("eager", "compiled"):
-            fast_path.set_rnn_impl(layer, impl)
-            rec[f"{impl}_fwd_bwd_ms"] = round(_timed_ms(lambda: _layer_pass(layer, x, m), reps), 3)
-        rec.update(worst=worst, ok=worst <= tol)
-        report["checks"][name] = rec
+            return lambda: _layer_pass(layer, x, m)
+        report["checks"][name] = _compare(layer, fresh_pass, reps, tol)
+    report["checks"]["lattice_dwl_gating"] = lattice_check(device, tiny, tol, reps, I, H)
 
     # a small model: one training step and beam search
     from fairseq.sequence_generator import SequenceGenerator

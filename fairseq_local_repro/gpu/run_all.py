@@ -4,8 +4,8 @@ Benchmarks: every family's ``scripts/bench.py`` comparison against its fairseq b
 model arguments of the family's docs "Speed" section and GPU-sized batches, each in fp32 and bf16
 (``--dtypes``), training tokens/s and beam-5 generation, plus ``--lengths`` scaling where the docs
 have it.  Each comparison is its own process (a crash or a timeout costs that entry only) and the
-results are rewritten to OUT/bench.json after every entry, so a call stopped at its limit keeps
-what it measured.  No new entry starts after the bench share of ``--budget-minutes``.
+results are rewritten to OUT/bench.json (OUT/fastpath.json for ``--part fastpath``) after every
+entry, so a call stopped at its limit keeps what it measured.  No new entry starts after the bench share of ``--budget-minutes``.
 
 Training: MC-RNN-3 vs its Baseline-RNN (``--train-archs``) on the binarized Multi30k De-En from
 scripts/gpu/prepare_data.sh, the minutes left split evenly (``--stop-time-hours``), then beam-5
@@ -271,7 +271,8 @@ def write_json(path, obj):
 
 def run_bench(run, args):
     results = []
-    path = os.path.join(args.out, "bench.json")
+    # a --part fastpath call keeps its own file, so that it never replaces a --part bench result
+    path = os.path.join(args.out, "fastpath.json" if args.part == "fastpath" else "bench.json")
     machine = cpu_machine(args, run.env) if args.cpu else None  # OUT/check.json of a CPU run
     stop_at = run.t0 + 60 * args.budget_minutes * args.bench_share
     with tempfile.TemporaryDirectory(prefix="run_all_bench_") as tmp:

@@ -33,6 +33,16 @@ def merge_item(item):
         return False, str(e)
 
 
+def worker_init(initializer=None, *initargs):
+    """A pool worker's initializer: Ctrl-C (SIGINT to the whole process group) is the parent's to
+    answer, in one line, and the parent then ends its workers; then ``initializer(*initargs)``."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if initializer is not None:
+        initializer(*initargs)
+
+
 def parallel_map(fn, items, workers: int = 1, initializer=None, initargs=()):
     """Map ``fn`` (returning ``(ok, line or error)``) over ``items`` in order, in ``workers``
     processes, with a tqdm progress bar; the first error is raised as a LatticeError."""
@@ -46,7 +56,8 @@ def parallel_map(fn, items, workers: int = 1, initializer=None, initargs=()):
                 initializer(*initargs)
             yield from map(fn, items)
         else:
-            with mp.get_context("fork").Pool(workers, initializer=initializer, initargs=initargs) as pool:
+            with mp.get_context("fork").Pool(workers, initializer=worker_init,
+                                             initargs=(initializer, *initargs)) as pool:
                 yield from pool.imap(fn, items, chunksize=32)
 
     out = []
