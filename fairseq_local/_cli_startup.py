@@ -18,7 +18,8 @@ scripts or ``python -m fairseq_cli.<name>``):
   composition raised) and ``JobReturn.return_value`` (which announces a failed job with ``Error
   executing job with overrides: [...]`` before re-raising its exception) are wrapped so that an
   unknown config key or a missing ``common.user_dir`` is one line, ours alone, naming the key with
-  the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``).
+  the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``),
+  and a value its key's type refuses (``model.wide=two``) is one line naming the key.
 
 Both end with exit status 2; every other exception, and every one under ``HYDRA_FULL_ERROR=1``,
 keeps its traceback or Hydra's report.  In ``fairseq-hydra-train`` the hook also filters what Hydra
@@ -196,8 +197,28 @@ def message(exc, prog):
             if user_dir is not None:
                 return user_dir_message(user_dir, hydra=prog.endswith(("hydra-train", "hydra_train")))
     if "omegaconf" in sys.modules:
-        return config_key_message(exc)
+        return config_key_message(exc) or config_value_message(exc)
     return None
+
+
+def config_value_message(exc):
+    """A Hydra/OmegaConf error about a value its key's type refuses (``model.wide=two``: "Value
+    'two' of type 'str' could not be converted to Integer"): the key and OmegaConf's reason in one
+    line; None for anything else."""
+    from omegaconf.errors import ValidationError
+
+    seen = set()
+    while exc is not None and id(exc) not in seen and not isinstance(exc, ValidationError):
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if not isinstance(exc, ValidationError) or getattr(exc, "key", None) is None:
+        return None
+    key, full_key = str(exc.key), str(exc.full_key or exc.key)
+    if full_key == key and exc.object_type is not None:  # a group's own config merged on its own
+        full_key = _group_of(exc.object_type) + key
+    reason = (str(getattr(exc, "msg", "") or exc).strip().splitlines() or [""])[0]
+    return f"{full_key}: {reason}"
+
 
 
 def _exit(prog, msg):

@@ -43,9 +43,36 @@ class NoScoreError(UserError, NotImplementedError):
     """``score()`` of a translation model."""
 
 
+class InputTypeError(UserError, TypeError):
+    """``translate``/``sample``/``score`` given something other than a sentence or a list of them."""
+
+
+class InputError(UserError, ValueError):
+    """An input sentence the model cannot serve: empty, or longer than ``max_tokens`` allows."""
+
+
+def check_sentences(method: str, sentences, empty_ok: bool = True):
+    """``sentences`` (a ``str`` or a list/tuple of ``str``) for ``method``; an empty or blank one is
+    refused unless ``empty_ok`` (``score``: an empty sentence has nothing to score).  A blank source
+    of ``translate``/``sample`` translates into an empty string (:meth:`HubInterface.sample`)."""
+    batch = [sentences] if isinstance(sentences, str) else sentences
+    if not isinstance(batch, (list, tuple)) or not all(isinstance(x, str) for x in batch):
+        bad = batch if not isinstance(batch, (list, tuple)) else next(x for x in batch if not isinstance(x, str))
+        raise InputTypeError(f"{method}(): expected a sentence (str) or a list of sentences, got "
+                             f"{type(bad).__name__} {repr(bad)[:40]}")
+    blank = [i for i, x in enumerate(batch) if not x.strip()]
+    if blank and not empty_ok:
+        which = "the sentence" if isinstance(sentences, str) else f"sentence {blank[0] + 1} of {len(batch)}"
+        raise InputError(f"{method}(): {which} is empty: there is nothing to {method}; leave out blank lines")
+
+
 class HubInterface(GeneratorHubInterface):
     """fairseq's ``GeneratorHubInterface``; batches are built without torch's pin-memory warning on
-    CPU-only machines, and ``score`` refuses translation checkpoints with one line."""
+    CPU-only machines, and ``score`` refuses translation checkpoints with one line.  ``translate``,
+    ``sample`` and ``score`` refuse in one line what fairseq would fail on with a bare ``TypeError``
+    or an ``AssertionError`` (not a ``str`` or a list of them; longer than ``max_tokens``) or answer
+    silently (an empty sentence scored as nothing): :func:`check_sentences`; a blank source
+    translates into "" (fairseq would decode ``max_len_b`` tokens from nothing)."""
 
     def tokenize(self, sentence: str) -> str:
         """fairseq's ``--tokenizer`` step, after lowercasing when the training text was lowercased
@@ -54,7 +81,41 @@ class HubInterface(GeneratorHubInterface):
 
         return super().tokenize(lowercase_input(sentence, self.src_dict))
 
+    def _is_translation(self) -> bool:
+        from fairseq.tasks.translation import TranslationTask
+
+        return isinstance(self.task, TranslationTask)
+
+    def translate(self, sentences, beam: int = 5, verbose: bool = False, **kwargs):
+        check_sentences("translate", sentences)
+        return super().translate(sentences, beam, verbose, **kwargs)
+
+    def sample(self, sentences, beam: int = 1, verbose: bool = False, **kwargs):
+        """fairseq's ``sample``; a blank source of a translation model translates into "" (fairseq
+        would decode ``max_len_b`` tokens from nothing), as a blank line of ``fairseq-interactive``
+        gives no translation.  A language model's empty prompt samples from scratch."""
+        check_sentences("sample", sentences)
+        if not self._is_translation():
+            return super().sample(sentences, beam, verbose, **kwargs)
+        if isinstance(sentences, str):
+            return super().sample(sentences, beam, verbose, **kwargs) if sentences.strip() else ""
+        kept = [x for x in sentences if x.strip()]
+        out = iter(super().sample(kept, beam, verbose, **kwargs) if kept else [])
+        return [next(out) if x.strip() else "" for x in sentences]
+
+    def _check_lengths(self, lengths):
+        """fairseq's batching asserts on an input longer than ``max_tokens`` (from the checkpoint's
+        training run unless given to ``from_pretrained``); one line instead."""
+        max_tokens = self.cfg.dataset.max_tokens
+        if max_tokens:
+            for i, n in enumerate(int(n) for n in lengths):
+                if n > max_tokens:
+                    raise InputError(f"sentence {i + 1} has {n} tokens, more than max_tokens={max_tokens} (the "
+                                     f"checkpoint's --max-tokens): pass max_tokens={n} or more to from_pretrained, "
+                                     "or split the sentence")
+
     def _build_batches(self, tokens, skip_invalid_size_inputs):
+        self._check_lengths([t.numel() for t in tokens])
         with warnings.catch_warnings():  # fairseq's iterators always ask for pinned memory
             warnings.filterwarnings("ignore", message=".*pin_memory.*")
             return super()._build_batches(tokens, skip_invalid_size_inputs)
@@ -62,6 +123,7 @@ class HubInterface(GeneratorHubInterface):
     def score(self, sentences, replace_newline_with_eos: bool = False, **kwargs):
         from fairseq.tasks.translation import TranslationTask
 
+        check_sentences("score", sentences, empty_ok=False)
         if isinstance(self.task, TranslationTask):
             raise NoScoreError(
                 f"score(): {type(self.models[0]).__name__} is a translation model; score() scores sentences "
@@ -85,6 +147,7 @@ class LatticeHubInterface(HubInterface):
     def _build_batches(self, tokens: List[torch.LongTensor], skip_invalid_size_inputs):
         # the task batches lattices by their number of characters (the first packed value)
         lengths = torch.LongTensor([int(t[0]) for t in tokens])
+        self._check_lengths(lengths)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*pin_memory.*")
             return self.task.get_batch_iterator(
@@ -124,10 +187,7 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"from_pretrained: {path}: no such checkpoint")
-    data = str(data_name_or_path)
-    if not data.startswith(".") and not os.path.isdir(data):
-        raise FileNotFoundError(f"from_pretrained: data_name_or_path {data}: no such directory "
-                                "(the binarized data directory with the dictionaries)")
+    data = _data_directory(directory, str(data_name_or_path))
     loaded = hub_utils.from_pretrained(directory, checkpoint_file, data, **kwargs)
     models, task, cfg = loaded["models"], loaded["task"], loaded["args"]
     if model_class is not None and not isinstance(models[0], model_class):
@@ -137,6 +197,26 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
         task = _language_modeling_task(task)
     interface = LatticeHubInterface if isinstance(task, LatticeTranslationTask) else HubInterface
     return interface(cfg, task, models)
+
+
+def _data_directory(model_dir: str, data: str) -> str:
+    """The binarized data directory ``data_name_or_path`` names.  fairseq reads a path that starts
+    with ``.`` relative to the model directory (``.``: the model directory itself); a ``./x`` or
+    ``../x`` that is not there but is a directory relative to the working directory is that one.
+    A directory that does not exist, or holds no ``dict*.txt``, is one line naming it."""
+    import glob
+
+    where = os.path.normpath(os.path.join(model_dir, data)) if data.startswith(".") else data
+    if not os.path.isdir(where) and data.startswith(".") and data != "." and os.path.isdir(data):
+        where = data
+    tried = f" (relative to the model directory: {where})" if data.startswith(".") and where != data else ""
+    if not os.path.isdir(where):
+        raise FileNotFoundError(f"from_pretrained: data_name_or_path {data}: no such directory{tried}; give the "
+                                "binarized data directory the model was trained with (it holds the dictionaries)")
+    if not glob.glob(os.path.join(glob.escape(where), "dict*.txt")):
+        raise FileNotFoundError(f"from_pretrained: data_name_or_path {data}{tried} holds no dictionary (dict*.txt); "
+                                "give the binarized data directory the model was trained with")
+    return os.path.abspath(where)
 
 
 def _classmethod(cls, model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOINT, data_name_or_path: str = ".",

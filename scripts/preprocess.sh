@@ -79,9 +79,8 @@ activate_env
 python -m fairseq_local_repro.text.text_input preprocess.sh "${checks[@]}" || exit 2
 work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
 trap 'rm -rf "$work"' EXIT
-# Ctrl-C (or kill): the EXIT trap removes the unfinished work; --destdir is left as it was
-trap 'echo "preprocess.sh: interrupted; $dest was left as it was" >&2; exit 130' INT TERM
 
+steps() {
 say "1/3 normalise (tokenize: $tok, lowercase: $lower)"
 for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
   in=$(infile "${prefixes[$i]}" "$l"); out="$work/bpe/${splits[$i]}.raw.$l"
@@ -202,5 +201,8 @@ for lang, path, sents, toks, pct, unk in re.findall(
               "and script)", file=sys.stderr)
 PY
 if [ -e "$dest" ]; then rm -rf "$dest.old.$$"; mv "$dest" "$dest.old.$$"; fi
-mv "$work" "$dest"; rm -rf "$dest.old.$$"; trap - EXIT
+mv "$work" "$dest"; rm -rf "$dest.old.$$"
 say "done: $dest"
+}
+# Ctrl-C (or kill): the EXIT trap removes the unfinished work; --destdir is left as it was
+run_interruptible steps "preprocess.sh: interrupted; $dest was left as it was"

@@ -643,26 +643,33 @@ def test_preprocess_sh_workers(tmp_path, value):
 
 def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
     """Ctrl-C (SIGINT to the whole process group) while fairseq-preprocess runs: one line, status
-    130, no --destdir and no work folder (fault injection: a fairseq-preprocess that presses Ctrl-C)."""
+    130, no --destdir and no work folder, no child's traceback, and the child is ended (fault
+    injection: a Python fairseq-preprocess that presses Ctrl-C, then would run for a minute)."""
     import os
     import subprocess
+    import time
 
     from test_bad_inputs import ENV
 
     stub = tmp_path / "stub"
     stub.mkdir()
-    (stub / "fairseq-preprocess").write_text("#!/bin/sh\nkill -INT 0\nsleep 5\n")
+    (stub / "fairseq-preprocess").write_text(f"#!{sys.executable}\nimport os, signal, time\n"
+                                             "os.kill(0, signal.SIGINT)\ntime.sleep(60)\n")
     (stub / "fairseq-preprocess").chmod(0o755)
     for split, n in (("train", 4), ("valid", 2)):
         for lang in ("de", "en"):
             (tmp_path / f"{split}.{lang}").write_text("".join(f"satz {i}\n" for i in range(n)))
     dest = tmp_path / "bin"
+    started = time.monotonic()
     proc = subprocess.run(["bash", str(REPO / "scripts" / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
                            str(tmp_path / "train"), "--valid", str(tmp_path / "valid"), "--destdir", str(dest),
                            "--bpe", "none"], capture_output=True, text=True, timeout=300, start_new_session=True,
                           env={**ENV, "PATH": f"{stub}{os.pathsep}{ENV['PATH']}"})
+    elapsed = time.monotonic() - started
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert proc.stderr.splitlines()[-1] == f"preprocess.sh: interrupted; {dest} was left as it was"
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    assert elapsed < 50  # the stub was ended, not waited for
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stub", "train.de", "train.en", "valid.de", "valid.en"]
 
 
@@ -775,3 +782,242 @@ def test_preprocess_lattices_degenerate_numbers(tmp_path, capsys, option, value,
     code, err = call(capsys, mod.main, _lattice_corpus(tmp_path) + [option, value])
     assert_one_line(code, err, "preprocess_lattices.py: error: " + needle)
     assert not (tmp_path / "bin").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# second round: our model options, fairseq-eval-lm options, the hub's inputs
+# ------------------------------------------------------------------------------------------------
+GENCNN_TINY = ["--arch", "gencnn", "--decoder-embed-dim", "8", "--alpha-layers", "(3,4,4)", "--beta-layers", "(3,4,0)",
+               "--fc-dim", "8", "--alpha-length", "6", "--beta-length", "4"]
+S2S_TINY = ["--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+            "--decoder-hidden-size", "8"]
+PLM_TINY = ["--arch", "parallel_lstm_lm", "--decoder-embed-dim", "8", "--decoder-hidden-size", "8"]
+
+
+def _build(tiny_checkpoints, family, task, argv):
+    """``fairseq-train``'s parse and build of a model of ``argv`` on the tiny data of ``family``."""
+    from fairseq import options, tasks
+
+    data, args = tiny_checkpoints[family][1:]
+    full = [str(data), "--user-dir", str(USER_DIR), "--task", task, "--cpu", *args, *argv]
+    parsed = options.parse_args_and_arch(options.get_training_parser(), full)
+    return tasks.setup_task(parsed).build_model(parsed)
+
+
+@pytest.mark.parametrize("family,task,argv,needle", [
+    ("lm", "language_modeling", GENCNN_TINY + ["--alpha-layers", "(3,4)"],
+     "--alpha-layers '(3,4)': expected '(kernel, time_flow_maps, time_arrow_maps), ...' with integers, kernel >= 1, "
+     "maps >= 0 and at least one map per layer"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--alpha-layers", "(0,4,4)"], "--alpha-layers '(0,4,4)': expected"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--alpha-layers", "(3,0,0)"], "--alpha-layers '(3,0,0)': expected"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--beta-layers", "abc"], "--beta-layers 'abc': expected"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--alpha-layers", "(9,4,4)"],
+     "--alpha-length 6 with --alpha-layers '(9,4,4)': window of 7 positions is too short for layer 1 (kernel 9 on 7 "
+     "locations); enlarge the length or shrink kernels"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--beta-layers", "(3,4,0),(3,4,0)"],
+     "--beta-length 4 with --beta-layers '(3,4,0),(3,4,0)': window of 5 positions is too short for layer 2 (kernel 3 "
+     "on 2 locations)"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--conv-activation", "gelu"],
+     "--conv-activation 'gelu': unknown activation 'gelu' (choose from ['linear', 'relu', 'sigmoid', 'tanh'])"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--fc-activation", "softmax"], "--fc-activation 'softmax': unknown"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--adaptive-softmax-cutoff", "5,2"],
+     "--adaptive-softmax-cutoff '5,2' must be increasing integers from 1 to the vocabulary size"),
+    ("lm", "language_modeling", GENCNN_TINY + ["--adaptive-softmax-cutoff", "5,100000"],
+     "--adaptive-softmax-cutoff '5,100000' must be increasing integers"),
+    ("lm", "stateful_language_modeling", PLM_TINY + ["--init-scale", "-1"], "--init-scale must be > 0 (got -1.0)"),
+    ("lm", "stateful_language_modeling", PLM_TINY + ["--init-scale", "0"], "--init-scale must be > 0 (got 0.0)"),
+    ("mt", "translation", ["--arch", "parallel_lstm", *S2S_TINY, "--wide", "3"],
+     "--encoder-hidden-size 8 must be divisible by 2 x --wide 3: each of the --encoder-bidirectional-layers 1 splits "
+     "it into two directions of --wide cells (e.g. --encoder-hidden-size 6)"),
+    ("mt", "translation", ["--arch", "parallel_lstm", *S2S_TINY, "--wide", "3", "--encoder-bidirectional-layers", "0"],
+     "--encoder-hidden-size 8 must be divisible by --wide 3"),
+    ("mt", "translation", GENCNN_TINY, "--arch gencnn is a language model: train it with --task language_modeling or "
+                                       "stateful_language_modeling, not --task translation"),
+    ("mt", "translation", ["--arch", "lattice_dwl_gating", *S2S_TINY],
+     "--arch lattice_dwl_gating reads word lattices: add --task lattice_translation"),
+    ("lm", "language_modeling", ["--arch", "mc_rnn_iwslt_de_en_2", *S2S_TINY],
+     "--arch mc_rnn_iwslt_de_en_2 is a translation model: train it with --task translation on parallel data, not "
+     "--task language_modeling"),
+    ("lattice", "lattice_translation", ["--arch", "lattice_dwl_gating", *S2S_TINY, "--cell", "lstm"],
+     "--cell 'lstm': lattice_rnnsearch uses GRU decoder layers (--cell gru)"),
+    ("lattice", "lattice_translation", ["--arch", "lattice_dwl_gating", *S2S_TINY, "--encoder-layers", "2"],
+     "--encoder-layers must be 1, without --encoder-unidirectional or --encoder-output-dim"),
+    ("lattice", "lattice_translation", ["--arch", "lattice_dwl_gating", *S2S_TINY, "--lattice-segmenters", "jieba,foo"],
+     "--lattice-segmenters 'jieba,foo': unknown segmenter 'foo' (a comma-separated list of char, jieba, snownlp, "
+     "thulac)"),
+    ("lattice", "lattice_translation", ["--arch", "lattice_dwl_gating", *S2S_TINY, "--lattice-segmenters", ","],
+     "--lattice-segmenters ',': no segmenter given"),
+])
+def test_model_options_refused_at_build(capsys, tiny_checkpoints, family, task, argv, needle):
+    code, err = call(capsys, _build, tiny_checkpoints, family, task, argv)
+    assert_one_line(code, err, needle)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (PLM_TINY + ["--wide", "x"], "argument --wide: invalid int value: 'x'"),
+    (PLM_TINY + ["--cell-type", "foo"], "argument --cell-type: invalid choice: 'foo' (choose from 'lstm', 'gru', "
+                                        "'rnn')"),
+    (PLM_TINY + ["--rnn-impl", "fast"], "argument --rnn-impl: invalid choice: 'fast'"),
+    (GENCNN_TINY + ["--beta-length", "two"], "argument --beta-length: invalid int value: 'two'"),
+])
+def test_argparse_errors_of_our_options_are_one_line(capsys, monkeypatch, tiny_checkpoints, argv, needle):
+    """fairseq's parsers print 130 lines of usage before argparse's error; the plugin prints the error."""
+    monkeypatch.setattr(sys, "argv", ["fairseq-train"])
+    code, err = call(capsys, _build, tiny_checkpoints, "lm", "stateful_language_modeling", argv)
+    line = assert_one_line(code, err, needle)
+    assert len(err.strip().splitlines()) == 1 and line.endswith("(fairseq-train --help lists the options)"), err
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--context-window", "-1"], "--context-window must be >= 0 (got -1)"),
+    (["--context-window", "16"], "--context-window 16 must be smaller than --tokens-per-sample 16"),
+    (["--context-window", "600", "--tokens-per-sample", "512"],
+     "--context-window 600 must be smaller than --tokens-per-sample 512 (each block scores --tokens-per-sample minus "
+     "--context-window new tokens)"),
+])
+def test_eval_lm_context_window(capsys, tiny_checkpoints, extra, needle):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from fairseq_local.patches.option_checks import check_common_options
+
+    path, data, args = tiny_checkpoints["lm"]
+    argv = [str(data), "--user-dir", str(USER_DIR), "--task", "language_modeling", "--cpu", "--path", str(path),
+            *args, *extra]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_eval_lm_parser(), argv))
+    code, err = call(capsys, check_common_options, cfg)
+    assert_one_line(code, err, needle)
+
+
+def test_stateful_eval_lm_errors_are_user_errors(capsys, tiny_checkpoints):
+    """--context-window with the stateful task, and a split too short for the streams: one line each."""
+    from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
+
+    data, args = tiny_checkpoints["lm"][1:]
+    t = _task("stateful_language_modeling", data, args, parser="eval_lm")
+    t.load_dataset("valid")
+    code, err = call(capsys, t.eval_lm_dataloader, t.dataset("valid"), None, 1, None, 1, 0, 0, 10, 5)
+    assert_one_line(code, err, "--context-window: stateful_language_modeling carries the recurrent state across "
+                               "windows already; leave --context-window at 0")
+    code, err = call(capsys, StatefulBPTTDataset, torch.arange(11), 20, 10, 1, "test", 0, 1, True)
+    assert_one_line(code, err, "split test: 11 tokens cannot fill 20 streams of at least 2 tokens; lower --batch-size")
+
+
+@pytest.mark.parametrize("trained,task,warns", [
+    ("language_modeling", "stateful_language_modeling", "was trained with --task language_modeling but runs with "
+                                                        "--task stateful_language_modeling"),
+    ("language_modeling", "language_modeling", None),
+    ("stateful_language_modeling", "stateful_language_modeling", None),
+])
+def test_window_language_model_under_the_stateful_task_warns(caplog, tiny_checkpoints, trained, task, warns):
+    from fairseq_local.patches.checkpoint_fit import check_fits_task
+
+    data, args = tiny_checkpoints["lm"][1:]
+    state = {"cfg": {"model": {"_name": "gencnn"}, "task": {"_name": trained}}}
+    with caplog.at_level(logging.WARNING):
+        check_fits_task("lm.pt", state, _task(task, data, args, parser="eval_lm"))
+    warned = [r.getMessage() for r in caplog.records if "was trained with" in r.getMessage()]
+    assert warned == ([f"lm.pt {warns}: windows of --tokens-per-sample tokens cut through sentences, so the "
+                       "perplexity differs; pass --task language_modeling with the --sample-break-mode it was trained "
+                       "with"] if warns else [])
+
+
+@pytest.fixture(scope="module")
+def hubs(tiny_checkpoints):
+    from fairseq_local.models.mc_rnn import MCRNNModel
+    from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
+
+    mt, mt_data, _ = tiny_checkpoints["mt"]
+    lm, lm_data, _ = tiny_checkpoints["lm"]
+    return (MCRNNModel.from_pretrained(mt.parent, data_name_or_path=str(mt_data)),
+            MCRNNLanguageModel.from_pretrained(lm.parent, data_name_or_path=str(lm_data)))
+
+
+@pytest.mark.parametrize("which,method,arg,needle", [
+    ("mt", "translate", None, "translate(): expected a sentence (str) or a list of sentences, got NoneType None"),
+    ("mt", "translate", 42, "translate(): expected a sentence (str) or a list of sentences, got int 42"),
+    ("mt", "translate", ["w1", 3], "translate(): expected a sentence (str) or a list of sentences, got int 3"),
+    ("mt", "translate", b"w1 w2", "translate(): expected a sentence (str) or a list of sentences, got bytes b'w1 w2'"),
+    ("mt", "translate", " ".join(["w1"] * 600), "sentence 1 has 601 tokens, more than max_tokens=500 (the "
+                                                "checkpoint's --max-tokens): pass max_tokens=601 or more to "
+                                                "from_pretrained, or split the sentence"),
+    ("lm", "score", "", "score(): the sentence is empty: there is nothing to score; leave out blank lines"),
+    ("lm", "score", ["w1 w2", ""], "score(): sentence 2 of 2 is empty: there is nothing to score; leave out blank "
+                                   "lines"),
+    ("lm", "score", None, "score(): expected a sentence (str) or a list of sentences, got NoneType None"),
+    ("lm", "sample", ("w1",), None),  # a tuple of sentences is fine
+])
+def test_hub_inputs(hubs, which, method, arg, needle):
+    from fairseq_local.errors import one_line
+
+    hub = hubs[0] if which == "mt" else hubs[1]
+    if needle is None:
+        out = getattr(hub, method)(arg, max_len_b=3)
+        assert isinstance(out, list) and len(out) == 1 and isinstance(out[0], str)
+        return
+    with pytest.raises(Exception) as info:
+        getattr(hub, method)(arg)
+    assert one_line(info.value) == needle
+
+
+def test_hub_blank_source_translates_into_nothing(hubs):
+    """fairseq would decode max_len_b tokens from an empty source; a blank source gives "" (as
+    the lattice hub and a blank line of fairseq-interactive), the other sentences their translation."""
+    mt = hubs[0]
+    assert mt.translate("") == "" and mt.translate("  ") == "" and mt.sample("") == ""
+    alone = mt.translate("w1 w2", beam=2)
+    assert mt.translate(["", "w1 w2", " "], beam=2) == ["", alone, ""]
+    assert mt.translate(["\t"]) == [""]
+
+
+def test_hub_language_model_samples_from_an_empty_prompt(hubs):
+    """An empty prompt is not an error for a language model: it samples from scratch."""
+    out = hubs[1].sample("", max_len_b=3)
+    assert isinstance(out, str) and len(out.split()) <= 3
+
+
+def test_hub_data_name_or_path(tmp_path, monkeypatch, tiny_checkpoints):
+    import os
+
+    from fairseq_local.errors import one_line
+    from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
+
+    lm, lm_data, _ = tiny_checkpoints["lm"]
+    with pytest.raises(FileNotFoundError) as info:
+        MCRNNLanguageModel.from_pretrained(lm.parent, data_name_or_path="../no-such-data")
+    assert one_line(info.value) == (f"from_pretrained: data_name_or_path ../no-such-data: no such directory (relative "
+                                    f"to the model directory: {lm.parent.parent / 'no-such-data'}); give the "
+                                    "binarized data directory the model was trained with (it holds the dictionaries)")
+    with pytest.raises(FileNotFoundError) as info:
+        MCRNNLanguageModel.from_pretrained(lm.parent)  # "." = the model directory, which holds no dictionary
+    assert one_line(info.value) == (f"from_pretrained: data_name_or_path . (relative to the model directory: "
+                                    f"{lm.parent}) holds no dictionary (dict*.txt); give the binarized data directory "
+                                    "the model was trained with")
+    # "./data" meant relative to the working directory (fairseq reads it relative to the model directory)
+    monkeypatch.chdir(lm_data.parent)
+    hub = MCRNNLanguageModel.from_pretrained(lm.parent, data_name_or_path=f"./{lm_data.name}")
+    assert hub.task.dictionary.symbols == MCRNNLanguageModel.from_pretrained(
+        lm.parent, data_name_or_path=str(lm_data)).task.dictionary.symbols
+    assert os.path.isabs(hub.cfg.task.data) and os.path.samefile(hub.cfg.task.data, lm_data)
+
+
+def test_second_round_through_the_clis(tmp_path, tiny_checkpoints):
+    """The real fairseq-eval-lm, fairseq-train (argparse) and fairseq-hydra-train (a value of the wrong type)."""
+    path, data, args = tiny_checkpoints["lm"]
+    code, err = run(BIN / "fairseq-eval-lm", data, "--user-dir", USER_DIR, "--cpu", "--path", path, *args,
+                    "--task", "stateful_language_modeling", "--context-window", "-1")
+    assert_one_line(code, err, "fairseq-eval-lm: error: --context-window must be >= 0 (got -1)")
+    code, err = run(BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "stateful_language_modeling",
+                    *PLM_TINY, "--wide", "x", "--cpu")
+    assert len(err.strip().splitlines()) == 1
+    assert_one_line(code, err, "fairseq-train: error: argument --wide: invalid int value: 'x' (fairseq-train --help "
+                               "lists the options)")
+    mt_data = tiny_checkpoints["mt"][1]
+    code, err = run(BIN / "fairseq-hydra-train", "--config-dir", REPO / "configs" / "mc_rnn",
+                    "--config-name", "table2_mc_rnn_2", f"task.data={mt_data}", "task.source_lang=src",
+                    "task.target_lang=tgt", f"common.user_dir={USER_DIR}", "common.cpu=true",
+                    "model.mc_channels=two", f"checkpoint.save_dir={tmp_path / 'ckpt'}",
+                    f"hydra.run.dir={tmp_path / 'hydra'}", "distributed_training.distributed_world_size=1")
+    assert len(err.strip().splitlines()) == 1, err
+    assert_one_line(code, err, "fairseq-hydra-train: error: model.mc_channels: Value 'two' of type 'str' could not be "
+                               "converted to Integer")

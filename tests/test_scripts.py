@@ -415,3 +415,27 @@ def test_build_lattices_one_segmenter_at_a_time_equals_the_builder(tmp_path, wor
     want = [builder(s, f"{raw}:{n}").to_line() for n, s in enumerate(sentences, 1)]
     assert out.read_text(encoding="utf-8").splitlines() == want
     assert proc.stderr.strip().splitlines() == [f"wrote 4 lattices to {out}"]  # no bar, no warning in a log
+
+
+def test_make_synthetic_corpus_sizes_its_languages(tmp_path):
+    """--nouns/--verbs/--adjectives size both lexicons and --max-len bounds the source (demo.sh's
+    easier default corpus); the same options give the same files; bad sizes are one line."""
+    args = ["--train", "400", "--valid", "5", "--test", "5", "--nouns", "7", "--verbs", "3", "--adjectives", "2",
+            "--max-len", "8"]
+    run(sys.executable, SCRIPTS / "make_synthetic_corpus.py", tmp_path / "a", *args)
+    run(sys.executable, SCRIPTS / "make_synthetic_corpus.py", tmp_path / "b", *args)
+    src = (tmp_path / "a" / "train.src").read_text().splitlines()
+    assert src == (tmp_path / "b" / "train.src").read_text().splitlines()
+    assert max(len(s.split()) for s in src) <= 8
+    corpus = SyntheticTranslationCorpus(n_nouns=7, n_verbs=3, n_adjs=2, max_len=8)
+    nouns = {w.rstrip("s") for s in src for w in s.split()} & set(corpus.src_nouns)
+    verbs = {s.split()[2 + sum(w in corpus.src_adjs or w[:-1] in corpus.src_adjs for w in s.split()[2:4])]
+             for s in src}
+    assert nouns == set(corpus.src_nouns) and len(corpus.src_nouns) == 7 and len(corpus.src_verbs) == 3
+    assert {v[:-3] if v.endswith("ent") else v[:-1] for v in verbs} == set(corpus.src_verbs)
+    for opt, value in (("--nouns", "0"), ("--max-len", "4")):
+        proc = subprocess.run([sys.executable, str(SCRIPTS / "make_synthetic_corpus.py"), str(tmp_path / "c"), opt,
+                               value], capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+            f"error: {opt} must be >= {1 if opt == '--nouns' else 5}"), proc.stderr
+        assert not (tmp_path / "c").exists()

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
+from fairseq_local.errors import ConfigError
+
 
 class StatefulBPTTDataset(FairseqDataset):
     """Windows of ``bptt`` steps over ``bsz`` parallel rows of one contiguous token stream.
@@ -41,11 +43,11 @@ class StatefulBPTTDataset(FairseqDataset):
                  window_lengths: Optional[Sequence[int]] = None):
         super().__init__()
         if bsz < 1 or bptt < 1:
-            raise ValueError(f"stateful BPTT: batch size ({bsz}) and --tokens-per-sample ({bptt}) must be >= 1")
+            raise ConfigError(f"stateful BPTT: batch size ({bsz}) and --tokens-per-sample ({bptt}) must be >= 1")
         global_bsz = bsz * num_shards
         n = stream.numel()
         if (n - 1 if predict_all else n) // global_bsz < (1 if predict_all else 2):
-            raise ValueError(
+            raise ConfigError(
                 f"split {name}: {n} tokens cannot fill {global_bsz} streams of at least "
                 f"2 tokens; lower --batch-size"
             )

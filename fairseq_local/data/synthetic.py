@@ -86,10 +86,11 @@ class SyntheticTranslationCorpus:
 
 
 def write_corpus(out_dir: str, sizes=(("train", 4000), ("valid", 200), ("test", 200)), seed=0,
-                 src="src", tgt="tgt"):
-    """Write ``{split}.{src,tgt}`` files atomically (each file appears only when complete)."""
+                 src="src", tgt="tgt", **language):
+    """Write ``{split}.{src,tgt}`` files atomically (each file appears only when complete);
+    ``language`` (``n_nouns``, ``n_verbs``, ``n_adjs``, ``max_len``) sizes the two languages."""
     os.makedirs(out_dir, exist_ok=True)
-    corpus = SyntheticTranslationCorpus(seed=seed)
+    corpus = SyntheticTranslationCorpus(seed=seed, **language)
     for split, n in sizes:
         pairs = corpus.sample(n)
         for side, idx in ((src, 0), (tgt, 1)):

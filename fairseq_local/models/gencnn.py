@@ -37,9 +37,10 @@ from fairseq.models import (
 from fairseq.modules import AdaptiveSoftmax, FairseqDropout
 from torch import Tensor
 
-from fairseq_local.config_checks import check_sizes
+from fairseq_local.config_checks import check_sizes, option
+from fairseq_local.errors import ConfigError
 from fairseq_local.models.arch_defaults import set_defaults
-from fairseq_local.modules.gencnn_layers import GenCNNBody, parse_layers
+from fairseq_local.modules.gencnn_layers import GenCNNBody, get_activation, parse_layers
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +198,52 @@ class GenCNNLanguageModel(FairseqLanguageModel):
     @classmethod
     def build_model(cls, cfg, task):
         check_sizes(cfg, GenCNNConfig, allow_zero=("beta_length",))
-        return cls(GenCNNDecoder(cfg, task.target_dictionary))
+        check_options(cfg, len(task.target_dictionary))
+        try:
+            decoder = GenCNNDecoder(cfg, task.target_dictionary)
+        except ValueError as err:  # a window too short for its layers (GatedConvStack)
+            short = _window_error(cfg, str(err))
+            if short is None:
+                raise
+            raise short from None
+        return cls(decoder)
+
+
+def check_options(cfg, vocab_size: int):
+    """The layer specs (Section 3: kernel >= 1, maps >= 0, at least one map per layer), the
+    activations and the adaptive softmax cutoffs, each refused in one line naming its option."""
+    for name in ("alpha_layers", "beta_layers"):
+        spec = getattr(cfg, name)
+        try:
+            parse_layers(spec)
+        except ValueError:
+            raise ConfigError(f"{option(name)} {spec!r}: expected '(kernel, time_flow_maps, time_arrow_maps), ...' "
+                              "with integers, kernel >= 1, maps >= 0 and at least one map per layer") from None
+    for name in ("conv_activation", "fc_activation"):
+        try:
+            get_activation(getattr(cfg, name))
+        except ValueError as err:  # "genCNN: unknown activation 'gelu' (choose from [...])"
+            raise ConfigError(f"{option(name)} {getattr(cfg, name)!r}: {str(err).split(': ', 1)[1]}") from None
+    if cfg.adaptive_softmax_cutoff:
+        try:
+            cutoff = list(utils.eval_str_list(cfg.adaptive_softmax_cutoff, type=int))
+        except (ValueError, TypeError, SyntaxError, NameError):
+            cutoff = None
+        if not cutoff or cutoff[0] < 1 or cutoff != sorted(set(cutoff)) or cutoff[-1] > vocab_size:
+            raise ConfigError(f"--adaptive-softmax-cutoff {cfg.adaptive_softmax_cutoff!r} must be increasing "
+                              f"integers from 1 to the vocabulary size {vocab_size}, e.g. "
+                              f"'{max(1, vocab_size // 10)},{max(2, vocab_size // 2)}'")
+
+
+def _window_error(cfg, message: str) -> Optional[ConfigError]:
+    """GatedConvStack's "αCNN: window of ... too short" with the options that set the window
+    (None for another message)."""
+    for unit, length, layers in (("αCNN", "alpha_length", "alpha_layers"), ("βCNN", "beta_length", "beta_layers")):
+        if message.startswith(unit + ": "):
+            reason = message[len(unit) + 2:].replace("enlarge L", "enlarge the length")
+            return ConfigError(f"{option(length)} {getattr(cfg, length)} with {option(layers)} "
+                               f"{getattr(cfg, layers)!r}: {reason}")
+    return None
 
 
 # -------------------------------------------------------------------------------------------

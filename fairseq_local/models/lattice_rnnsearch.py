@@ -22,6 +22,7 @@ from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeG
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.config_checks import check_sizes
+from fairseq_local.errors import ConfigError
 from fairseq_local.data.lattice_dataset import LatticeBatch
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 
@@ -90,11 +91,22 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
             raise ValueError(f"--lattice-composition must be one of {', '.join(COMPOSITIONS)} "
                              f"(got {cfg.lattice_composition!r})")
         if cfg.encoder_layers != 1 or cfg.encoder_unidirectional or cfg.encoder_output_dim:
-            raise ValueError("the lattice encoder is one bidirectional layer: --encoder-layers must be 1, "
-                             "without --encoder-unidirectional or --encoder-output-dim")
+            raise ConfigError("--encoder-layers must be 1, without --encoder-unidirectional or --encoder-output-dim: "
+                              "the lattice encoder is one bidirectional layer")
         if cfg.cell != "gru" or cfg.share_all_embeddings:
-            raise ValueError("lattice_rnnsearch uses GRU decoder layers (--cell gru) and separate "
-                             "source/target embeddings (no --share-all-embeddings)")
+            raise ConfigError(f"--cell {cfg.cell!r}{' --share-all-embeddings' if cfg.share_all_embeddings else ''}: "
+                              "lattice_rnnsearch uses GRU decoder layers (--cell gru) and separate source/target "
+                              "embeddings (no --share-all-embeddings)")
+        from fairseq.tasks import FairseqTask
+
+        from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
+
+        # a fairseq task of another kind (a duck-typed task carrying dictionaries, as the harness's
+        # parameter count passes, is not refused)
+        if isinstance(task, FairseqTask) and not isinstance(task, LatticeTranslationTask):
+            arch = cfg.get("_name", None) if hasattr(cfg, "get") else getattr(cfg, "arch", None)
+            raise ConfigError(f"--arch {arch or 'lattice_rnnsearch'} reads word lattices: add --task "
+                              "lattice_translation")
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
 
         def opt(v):

@@ -28,6 +28,8 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer, bidirectional_parallel_cells
 from fairseq_local.models.arch_defaults import fill_defaults
+from fairseq_local.config_checks import check_divides
+from fairseq_local.errors import ConfigError
 
 CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
 
@@ -59,6 +61,14 @@ class ParallelLSTMModel(RNNSearchModel):
         if not 0 <= cfg.encoder_bidirectional_layers <= cfg.encoder_layers:
             raise ValueError(f"--encoder-bidirectional-layers {cfg.encoder_bidirectional_layers} must be "
                              f"between 0 and --encoder-layers {cfg.encoder_layers}")
+        hidden, wide = cfg.encoder_hidden_size, cfg.wide
+        if cfg.encoder_bidirectional_layers and hidden % (2 * wide):
+            raise ConfigError(f"--encoder-hidden-size {hidden} must be divisible by 2 x --wide {wide}: each of the "
+                              f"--encoder-bidirectional-layers {cfg.encoder_bidirectional_layers} splits it into two "
+                              f"directions of --wide cells (e.g. --encoder-hidden-size "
+                              f"{2 * wide * max(1, hidden // (2 * wide))})")
+        check_divides(cfg, "encoder_hidden_size", "wide")
+        check_divides(cfg, "decoder_hidden_size", "wide")
 
     @classmethod
     def build_layer_factory(cls, cfg, side: str):

@@ -33,6 +33,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.config_checks import check_divides, check_sizes
+from fairseq_local.errors import ConfigError
 from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
@@ -90,6 +91,9 @@ class ParallelLSTMLanguageModel(FairseqLanguageModel):
         base_architecture(args)
         check_sizes(args, ParallelLSTMLMConfig)
         check_divides(args, "decoder_hidden_size", "wide")
+        if not args.init_scale > 0:
+            raise ConfigError(f"--init-scale must be > 0 (got {args.init_scale}): weights start uniform in "
+                              "[-init_scale, init_scale]")
         dictionary = task.target_dictionary
         embed = Embedding(len(dictionary), args.decoder_embed_dim, dictionary.pad())
         hidden = args.decoder_hidden_size

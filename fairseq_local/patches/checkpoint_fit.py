@@ -97,6 +97,10 @@ def check_fits_task(path, state, task):
         logger.warning(f"{path} was trained with --task stateful_language_modeling but runs with --task "
                        f"{current}: every window starts from a zero state, so the perplexity differs; "
                        "pass --task stateful_language_modeling")
+    if trained_task == "language_modeling" and isinstance(task, StatefulLanguageModelingTask):
+        logger.warning(f"{path} was trained with --task language_modeling but runs with --task {current}: "
+                       "windows of --tokens-per-sample tokens cut through sentences, so the perplexity differs; "
+                       "pass --task language_modeling with the --sample-break-mode it was trained with")
 
 
 def check_direction(path, state, task):

@@ -13,18 +13,23 @@ a generator, reads data or trains.
   ``fairseq_cli.generate.main``): ``--max-tokens``/``--batch-size`` (and their ``-valid``
   variants) >= 1 (fairseq reads 0 as "unset" and a negative value as an empty dataset),
   ``--update-freq`` >= 1, ``--lr`` >= 0, ``--clip-norm`` >= 0, ``--label-smoothing`` in [0, 1),
-  ``--tokens-per-sample`` >= 1, ``--num-workers`` >= 0.
+  ``--tokens-per-sample`` >= 1, ``--num-workers`` >= 0, ``fairseq-eval-lm --context-window`` >= 0 and
+  below ``--tokens-per-sample``.
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
   :class:`~fairseq_local.errors.ConfigError`; a YAML key the model does not have (Hydra's
   ``ConfigKeyError``) names the key and the closest option.  A recurrent language model that
   carries its state across windows (the parallel-cell and MC-RNN LMs) built for another task than
-  ``stateful_language_modeling`` gets a warning naming that task.
+  ``stateful_language_modeling`` gets a warning naming that task.  One of our language models built
+  for a translation task, or one of our translation models for a language-modeling task, is refused
+  (fairseq builds both and fails in the first forward pass).
 * ``fairseq-preprocess --user-dir fairseq_local``: ``--nwordssrc``/``--nwordstgt`` must be -1 (no
   cap) or >= 1 (fairseq ignores 0).
 * A misspelled choice of a fairseq registry (``--arch``, ``--task``, ``--optimizer``...) is one
-  line with the closest names (``difflib``), not argparse's list of every choice.
+  line with the closest names (``difflib``), not argparse's list of every choice; any other
+  argparse error of a parser whose usage is long (fairseq's: over 100 lines before the error) is
+  the error line alone, pointing to ``--help``.
 """
 import argparse
 import difflib
@@ -82,7 +87,7 @@ _AT_LEAST_1 = [("dataset", "max_tokens"), ("dataset", "batch_size"), ("dataset",
                ("dataset", "batch_size_valid"), ("dataset", "required_batch_size_multiple"),
                ("task", "tokens_per_sample")]
 _AT_LEAST_0 = [("dataset", "num_workers"), ("optimization", "clip_norm"), ("optimization", "max_epoch"),
-               ("optimization", "max_update")]
+               ("optimization", "max_update"), ("eval_lm", "context_window")]
 
 
 def _get(cfg, group, name):
@@ -114,6 +119,10 @@ def check_common_options(cfg):
         value = _get(cfg, group, name)
         if _number(value) and value < 0:
             raise ConfigError(f"{_opt(name)} must be >= 0 (got {value})")
+    window, block = _get(cfg, "eval_lm", "context_window"), _get(cfg, "task", "tokens_per_sample")
+    if _number(window) and _number(block) and 0 < window and block <= window:
+        raise ConfigError(f"--context-window {window} must be smaller than --tokens-per-sample {block} (each block "
+                          "scores --tokens-per-sample minus --context-window new tokens)")
     for name, low in (("update_freq", 1), ("lr", 0)):
         values = _get(cfg, "optimization", name)
         listed = hasattr(values, "__iter__") and not isinstance(values, str)
@@ -189,6 +198,30 @@ def check_model_keys(cfg, from_checkpoint=False):
             raise _unknown_key(key, name)
 
 
+def check_task_fits_arch(cfg, task):
+    """One of our language models built for a translation task, or one of our translation models
+    for a language-modeling task: fairseq builds either and fails in the first forward pass."""
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
+    from fairseq.tasks.language_modeling import LanguageModelingTask
+    from fairseq.tasks.translation import TranslationTask
+
+    from fairseq_local.patches.checkpoint_fit import _task_name
+    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
+
+    arch = _get(cfg, "model", "arch") if isinstance(cfg, argparse.Namespace) else (
+        cfg.get("_name", None) if hasattr(cfg, "get") else None)
+    model_cls = ARCH_MODEL_REGISTRY.get(arch) or MODEL_REGISTRY.get(arch)
+    if model_cls is None or not model_cls.__module__.startswith("fairseq_local."):
+        return
+    lm_task = isinstance(task, (LanguageModelingTask, StatefulLanguageModelingTask))
+    if issubclass(model_cls, FairseqLanguageModel) and isinstance(task, TranslationTask):
+        raise ConfigError(f"--arch {arch} is a language model: train it with --task language_modeling or "
+                          f"stateful_language_modeling, not --task {_task_name(task)}")
+    if issubclass(model_cls, FairseqEncoderDecoderModel) and lm_task:
+        raise ConfigError(f"--arch {arch} is a translation model: train it with --task translation on parallel data, "
+                          f"not --task {_task_name(task)}")
+
+
 # ------------------------------------------------------------------------------------------------
 # misspelled registry choices
 # ------------------------------------------------------------------------------------------------
@@ -210,6 +243,9 @@ def did_you_mean(message: str):
     return f"{option}: unknown choice '{m.group(2)}'{hint} ({len(choices)} choices, listed by --help)"
 
 
+_USAGE_LINES = 5  # a longer usage (fairseq's parsers: over 100 lines) is left to --help
+
+
 def _install_argparse():
     error = argparse.ArgumentParser.error
     if getattr(error, "_fairseq_local", False):
@@ -219,7 +255,9 @@ def _install_argparse():
     def parser_error(self, message):
         short = did_you_mean(message)
         if short is None:
-            return error(self, message)
+            if self.format_usage().count("\n") <= _USAGE_LINES:
+                return error(self, message)
+            short = f"{message} ({self.prog} --help lists the options)"  # not fairseq's 130 lines of usage first
         self.exit(2, f"{self.prog}: error: {short}\n")
 
     parser_error._fairseq_local = True
@@ -277,7 +315,10 @@ def install():
     @functools.wraps(build_model)
     def checked_build_model(cfg, task, *rest, **kwargs):
         check_dropout(cfg)
-        check_model_keys(cfg, kwargs.get("from_checkpoint", rest[0] if rest else False))
+        from_checkpoint = kwargs.get("from_checkpoint", rest[0] if rest else False)
+        check_model_keys(cfg, from_checkpoint)
+        if not from_checkpoint:
+            check_task_fits_arch(cfg, task)
         try:
             model = build_model(cfg, task, *rest, **kwargs)
         except ConfigKeyError as err:

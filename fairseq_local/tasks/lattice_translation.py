@@ -24,8 +24,8 @@ from fairseq.data import data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_local.data.lattice import LatticeBuilder, read_input, unpack
-from fairseq_local.errors import InputFileError
+from fairseq_local.data.lattice import SEGMENTERS, LatticeBuilder, read_input, unpack
+from fairseq_local.errors import ConfigError, InputFileError
 from fairseq_local.data.lattice_dataset import (
     LatticeBatch,
     LatticeDataset,
@@ -52,6 +52,12 @@ class LatticeTranslationTask(TranslationTask):
 
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
+        names = [s for s in str(cfg.lattice_segmenters).split(",") if s]
+        unknown = [n for n in names if n not in SEGMENTERS]
+        if unknown or not names:  # refused now, not at the first fairseq-interactive line
+            why = f"unknown segmenter '{unknown[0]}'" if unknown else "no segmenter given"
+            raise ConfigError(f"--lattice-segmenters {cfg.lattice_segmenters!r}: {why} (a comma-separated list "
+                              f"of {', '.join(sorted(SEGMENTERS))})")
         self._builder = None
         self._interactive_lines = 0  # input lines read so far (fairseq-interactive's buffers)
         self._inference_lattices = {}

@@ -283,7 +283,7 @@ class StatefulLanguageModelingTask(FairseqTask):
                            num_shards=1, shard_id=0, num_workers=1, data_buffer_size=10,
                            context_window=0):
         if context_window > 0:
-            raise ValueError("--context-window: stateful_language_modeling carries the recurrent state "
+            raise ConfigError("--context-window: stateful_language_modeling carries the recurrent state "
                              "across windows already; leave --context-window at 0")
         if (batch_size and batch_size != dataset.bsz) or not dataset.predict_all:
             dataset = dataset.rebatch(bsz=batch_size or dataset.bsz, predict_all=True)

@@ -20,6 +20,24 @@ activate_env() {  # use .venv when the caller has no fairseq on PATH
     source "$REPO_ROOT/scripts/setup_env.sh"
   fi
 }
+# run_interruptible FUNCTION MESSAGE: Ctrl-C without a child's traceback.  FUNCTION runs in a
+# background subshell that ignores SIGINT, and so does every program it starts (an ignored signal
+# is inherited): Ctrl-C, which signals the whole process group, then reaches only this script,
+# whose trap ends the function's whole process tree with SIGTERM (no Python "KeyboardInterrupt"
+# traceback), prints MESSAGE and exits 130.  Otherwise the script gets FUNCTION's exit status;
+# FUNCTION's own traps do not run (put clean-up traps in the script).
+_process_tree() { echo "$1"; local c; for c in $(pgrep -P "$1" 2>/dev/null); do _process_tree "$c"; done; }
+run_interruptible() {
+  _INTERRUPT_MESSAGE=$2 _BODY_PID=
+  # the trap is set before the subshell starts (which resets it, then ignores SIGINT before it starts
+  # anything): a Ctrl-C at any moment finds it in place
+  trap 'if [ -n "$_BODY_PID" ]; then kill -TERM $(_process_tree "$_BODY_PID") 2>/dev/null || true
+          wait "$_BODY_PID" 2>/dev/null || true; fi
+        echo "$_INTERRUPT_MESSAGE" >&2; exit 130' INT TERM
+  (trap '' INT; "$1") &
+  _BODY_PID=$!
+  wait "$_BODY_PID"
+}
 nsuffix() { if [ "$1" -gt 0 ]; then echo "$1"; fi; }  # 0 -> "", 1 -> "1" (fairseq test split names)
 abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }  # abs_dir DIR: create DIR, print its absolute path
 abs_path() { local d; d=$(cd "$(dirname "$1")" && pwd) || die "'$1': no such directory"; echo "$d/$(basename "$1")"; }
