@@ -646,6 +646,7 @@ def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
     130, no --destdir and no work folder, no child's traceback, and the child is ended (fault
     injection: a Python fairseq-preprocess that presses Ctrl-C, then would run for a minute)."""
     import os
+    import signal
     import subprocess
     import time
 
@@ -664,7 +665,10 @@ def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "scripts" / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
                            str(tmp_path / "train"), "--valid", str(tmp_path / "valid"), "--destdir", str(dest),
                            "--bpe", "none"], capture_output=True, text=True, timeout=300, start_new_session=True,
-                          env={**ENV, "PATH": f"{stub}{os.pathsep}{ENV['PATH']}"})
+                          env={**ENV, "PATH": f"{stub}{os.pathsep}{ENV['PATH']}"},
+                          # as at a terminal, even where the test runner ignores SIGINT (started in the
+                          # background), which a script would inherit and could not trap
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     elapsed = time.monotonic() - started
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert proc.stderr.splitlines()[-1] == f"preprocess.sh: interrupted; {dest} was left as it was"
