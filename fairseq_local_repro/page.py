@@ -30,6 +30,7 @@ the prose; ``tests/test_repro_page.py`` checks that each summary states the word
 import os
 import re
 import shutil
+import statistics
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json, write_text
@@ -340,10 +341,41 @@ STILL_TO_RUN = """## Still to run
 The comparisons registered in `fairseq_local_repro/families.py` whose runs are not all published.  A
 run counts once its JSON, split after the overlap check, is in its comparison's folder
 (`docs/results/reproduce/FAMILY/VARIANT/`); runs published before that check are trained again.  Each
-command trains the missing runs (one thread each, two at a time, about an hour of one core per run
-at this scale), skips those already finished under its `--out`, resumes interrupted ones, and
-publishes the folder, which then appears above with its tests:
+command trains the missing runs (one thread each, two at a time), skips those already finished under
+its `--out`, resumes interrupted ones, and publishes the folder, which then appears above with its
+tests.  The core-hours are an estimate: per run, the median wall time of the same system's published
+runs in its family (probes on cut training data left out; the family's median for a system with none),
+measured two runs at a time on the shared 2-core machine.
 """
+
+
+def run_hours(root: str, family) -> Dict[str, float]:
+    """Per system of ``family``, the median wall time in hours of its published runs under
+    ``root/<family>/`` (every variant but the ``probe_*`` ones, which train on cut data); a system
+    with none gets the median of all the family's runs (absent when the family has none)."""
+    base = os.path.join(root, family.name)
+    walls: Dict[str, List[float]] = {}
+    folders = [base] + ([os.path.join(base, v) for v in sorted(os.listdir(base)) if not v.startswith("probe")]
+                        if os.path.isdir(base) else [])
+    for folder in folders:
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            m = re.fullmatch(r"(.+)-s\d+\.json", name)
+            if m:
+                wall = read_json(os.path.join(folder, name)).get("wall_s")
+                if wall:
+                    walls.setdefault(m.group(1), []).append(wall / 3600)
+    every = [h for hours in walls.values() for h in hours]
+    hours = {s.name: statistics.median(walls[s.name]) for s in family.systems if s.name in walls}
+    if every:
+        for s in family.systems:
+            hours.setdefault(s.name, statistics.median(every))
+    return hours
+
+
+def _core_hours(value: float) -> str:
+    return f"about {value:.1f} core-hours" if value < 10 else f"about {value:.0f} core-hours"
 
 
 def pending_section(root: str, published: List[str]) -> List[str]:
@@ -352,9 +384,10 @@ def pending_section(root: str, published: List[str]) -> List[str]:
     published comparison; those not implemented."""
     from fairseq_local_repro.families import FAMILIES, PLANNED
 
-    lines = []
+    lines, total_runs, total_hours = [], 0, 0.0
     for name in sorted(FAMILIES):
         fam = FAMILIES[name]
+        hours = run_hours(root, fam)
         if name not in published and not fam.planned:
             systems = ", ".join(s.label for s in fam.systems)
             lines += [f"### `{name}`", "", f"{systems} ({fam.data_cpu}): implemented, not yet run to convergence.", "",
@@ -365,12 +398,20 @@ def pending_section(root: str, published: List[str]) -> List[str]:
                 continue
             runs = sum(len(seeds) for _, seeds in missing)
             what = "; ".join(f"{fam.system(s).label}, {_seeds(seeds)}" for s, seeds in missing)
+            cost = ""
+            if all(s in hours for s, _ in missing):
+                estimate = sum(hours[s] * len(seeds) for s, seeds in missing)
+                cost, total_runs, total_hours = f", {_core_hours(estimate)}", total_runs + runs, total_hours + estimate
             lines += [f"### `{name}/{runset.variant}`", "",
-                      f"{runset.why[0].upper()}{runset.why[1:]}.  Still to run ({runs} run{'s' * (runs != 1)}): "
+                      f"{runset.why[0].upper()}{runset.why[1:]}.  Still to run ({runs} run{'s' * (runs != 1)}{cost}): "
                       f"{what}.", "", *_command(runset.command(name), "trains the missing runs to convergence")]
     for name, what in sorted(PLANNED.items()):
         lines += [f"### `{name}`", "", f"{what}: not implemented in the harness yet.", ""]
-    return [STILL_TO_RUN, *lines] if lines else []
+    if not lines:
+        return []
+    total = (f"In all, {total_runs} runs with an estimate: {_core_hours(total_hours)}, or about "
+             f"{total_hours / 2:.0f} hours of this 2-core machine.\n") if total_runs else ""
+    return [STILL_TO_RUN, *([total] if total else []), *lines]
 
 
 def pending_line(root: str, family: str) -> List[str]:

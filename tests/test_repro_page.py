@@ -371,3 +371,36 @@ def test_a_published_clean_run_leaves_the_still_to_run_list(tmp_path):
     assert ("baseline_deep", [1, 3]) in after and len(after) == len(before)
     page = Path(repro_page.write_page(str(tmp_path))).read_text(encoding="utf-8")
     assert "Baseline-RNN-deep, seeds 1, 3" in page and "**Still to run:** `clean_split` (11 runs)" in page
+
+
+def test_the_still_to_run_estimate_is_the_median_published_wall_time(tmp_path):
+    """Each pending command's core-hours: per missing run, the median wall time of the same system's
+    published runs in its family (probe variants left out; the family's median for a system with
+    none); the page states the sum per command and in all."""
+    import statistics
+
+    from fairseq_local_repro.families import FAMILIES
+
+    fam = FAMILIES["parallel_cells"]
+    root = tmp_path / "results" / "reproduce"
+    folder = root / fam.name
+    (folder / "some_variant").mkdir(parents=True)
+    (folder / "probe_cut").mkdir()
+    run = json.loads((RESULTS / "parallel_cells" / "wide1-s1.json").read_text())
+    for path, wall in [(folder / "wide1-s1.json", 3600.0), (folder / "wide1-s2.json", 7200.0),
+                       (folder / "some_variant" / "wide1-s1.json", 1800.0), (folder / "wide3-s1.json", 900.0),
+                       (folder / "probe_cut" / "wide1-s1.json", 36.0), (folder / "probe_cut" / "wide5-s1.json", 36.0)]:
+        (path).write_text(json.dumps({**run, "wall_s": wall}))
+    hours = repro_page.run_hours(str(root), fam)
+    assert hours["wide1"] == 1.0  # median of 1, 2 and 0.5 hours; the probe's 0.01 left out
+    assert hours["wide3"] == 0.25
+    family_median = statistics.median([1.0, 2.0, 0.5, 0.25])
+    assert hours["wide5"] == family_median and hours["wide3_full"] == family_median
+    runset = next(r for r in fam.planned if r.variant == "clean_split")
+    missing = repro_page.missing_runs(str(root), fam, runset)
+    expected = sum(hours[s] * len(seeds) for s, seeds in missing)
+    page = "\n".join(repro_page.pending_section(str(root), []))
+    runs = sum(len(seeds) for _, seeds in missing)
+    shown = f"{expected:.1f}" if expected < 10 else f"{expected:.0f}"  # one decimal below ten hours
+    assert f"Still to run ({runs} runs, about {shown} core-hours)" in page
+    assert repro_page.run_hours(str(tmp_path / "nothing"), fam) == {}
