@@ -160,6 +160,24 @@ def seed_t_test(a: Dict[int, float], b: Dict[int, float]) -> Optional[dict]:
     return {"seeds": seeds, "delta": mean, "ci95": [mean - half, mean + half], "t": t, "df": k - 1, "p": p}
 
 
+def seeds_for_power(sd: float, delta: float, alpha: float = 0.05, power: float = 0.8, most: int = 10_000) -> int:
+    """The fewest paired seeds n (at least 2) for which the two-sided paired t-test of
+    :func:`seed_t_test` at level ``alpha`` finds a true mean difference ``delta`` with probability
+    ``power``, when the seed-to-seed differences have standard deviation ``sd``: the power
+    P(|T| > t_{1-alpha/2, n-1}) with T noncentral t, n - 1 degrees of freedom, noncentrality
+    delta / (sd / sqrt(n)) (scipy.stats.nct)."""
+    from scipy import stats
+
+    if sd <= 0 or delta == 0:
+        raise ValueError("seeds_for_power needs sd > 0 and delta != 0")
+    for n in range(2, most + 1):
+        df, nc = n - 1, abs(delta) / (sd / math.sqrt(n))
+        t = stats.t.ppf(1 - alpha / 2, df)
+        if stats.nct.sf(t, df, nc) + stats.nct.cdf(-t, df, nc) >= power:
+            return n
+    raise ValueError(f"seeds_for_power: more than {most} seeds")
+
+
 def two_level_test(a: List[np.ndarray], b: List[np.ndarray], score: Callable, n_resamples: int = N_RESAMPLES,
                    rng_seed: int = RNG_SEED) -> Optional[dict]:
     """The two-level test of the module docstring over the runs ``a`` (one statistics array per
