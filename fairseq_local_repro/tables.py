@@ -207,7 +207,30 @@ def entropy_tables(comparison: dict) -> List[str]:
                 cells.append(ours + (f" ({paper[dec + enc]:.3f})" if paper and dec + enc in paper else ""))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines += layer_head_table(e)
     return lines
+
+
+def layer_head_table(e: dict) -> List[str]:
+    """Every decoder layer's alignment entropy divided by log(source length) (1 = uniform over the
+    source, 0 = one position) per flow, and for the SAN decoder path every head's."""
+    per_layer, per_head = e.get("per_layer_normalised"), e.get("per_head_normalised", {})
+    if not per_layer:
+        return []
+    flow_name = {"cc": "CNN -> CNN", "ca": "CNN -> SAN", "ac": "SAN -> CNN", "aa": "SAN -> SAN"}
+    n = max(len(v) for v in per_layer.values())
+    lines = ["Normalised alignment entropy (entropy / log source length) per decoder layer; for the SAN decoder "
+             "path, each head's in brackets (decoder path -> encoder path):", "",
+             "| flow | " + " | ".join(f"layer {i + 1}" for i in range(n)) + " |", "|---" * (n + 1) + "|"]
+    for flow in ("cc", "ca", "ac", "aa"):
+        if flow not in per_layer:
+            continue
+        cells = []
+        for i, v in enumerate(per_layer[flow]):
+            heads = per_head.get(flow, [])
+            cells.append(f"{v:.3f}" + (f" ({' / '.join(f'{h:.2f}' for h in heads[i])})" if i < len(heads) else ""))
+        lines.append(f"| {flow_name[flow]} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def masking_tables(comparison: dict) -> List[str]:

@@ -33,6 +33,43 @@ def test_hand_made_attention_matrix():
     assert "- :" not in table.format()
 
 
+def test_normalised_entropy_is_one_for_a_uniform_alignment_and_undefined_for_one_source_position():
+    # sentence 0: 4 source positions, a uniform and a one-hot alignment -> (1 + 0) / 2
+    # sentence 1: 2 source positions (2 padded), one real target token with (1/2, 1/2) -> 1
+    # sentence 2: 1 source position: no normalised entropy
+    attn = torch.tensor([
+        [[0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 1.0, 0.0]],
+        [[0.5, 0.5, 0.0, 0.0], [0.3, 0.7, 0.0, 0.0]],
+        [[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]],
+    ])
+    mask = torch.tensor([[True, True], [True, False], [True, True]])
+    got = ent.normalised_sentence_entropies(attn, mask, torch.tensor([4, 2, 1]))
+    assert got[:2].tolist() == pytest.approx([0.5, 1.0]) and math.isnan(got[2])
+    table = ent.LayerHeadTable()
+    table.add(("layer", "cc", 1), got)  # the NaN sentence is left out of the mean
+    assert table.nested("layer") == {"cc": [None, 0.75]}
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_head_weights_equal_fairseqs_own_per_head_weights(padded):
+    """head_weights recomputes every head's alignment from the projections; fairseq's step path
+    (incremental state, need_head_weights) returns the same heads, its full pass their mean."""
+    from fairseq_local.modules.dpn_paths import CrossAttention
+
+    torch.manual_seed(0)
+    mha = CrossAttention(8, 2, 0.0).eval()
+    query, key = torch.randn(3, 2, 8), torch.randn(5, 2, 8)
+    kpm = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if padded else None
+    ours = ent.head_weights(mha, query, key, kpm)
+    _, per_head = mha(query=query, key=key, value=key, key_padding_mask=kpm, incremental_state={}, static_kv=True,
+                      need_weights=True, need_head_weights=True)
+    assert ours.shape == (2, 2, 3, 5) and torch.allclose(ours, per_head, atol=1e-6)
+    _, mean = mha(query=query, key=key, value=key, key_padding_mask=kpm, need_weights=True)
+    assert torch.allclose(ours.mean(0), mean, atol=1e-6)
+    if padded:
+        assert ours[:, 1, :, 3:].abs().max() == 0
+
+
 def test_layer_selection():
     a, b = torch.full((1, 1, 2), 0.5), torch.tensor([[[1.0, 0.0]]])
     assert torch.equal(ent.select_layer([a, b], "last"), b)
@@ -70,7 +107,19 @@ def test_command_on_a_trained_tiny_model(tmp_path):
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     import json
 
-    assert json.loads(out_json.read_text())["entropy"] == pytest.approx(means)
+    saved = json.loads(out_json.read_text())
+    assert saved["entropy"] == pytest.approx(means)
+    last = ent.main([str(data), "--path", str(tmp_path / "ckpt/checkpoint_last.pt"), "--gen-subset", "valid",
+                     *task_args, "--cpu", "--json", str(out_json), "--layer", "last"]).means()
+    saved = json.loads(out_json.read_text())
+    assert set(saved["per_layer"]) == set(ent.FLOWS)
+    for flow in ent.FLOWS:  # the last layer's row is the table's --layer last entropy
+        assert saved["per_layer"][flow][-1] == pytest.approx(last[flow], abs=1e-4)
+        assert all(0.0 < v <= 1.0 for v in saved["per_layer_normalised"][flow])
+    assert set(saved["per_head_normalised"]) == {"ac", "aa"}  # the SAN decoder path's heads
+    for rows in saved["per_head_normalised"].values():
+        assert len(rows) == len(saved["per_layer"]["ac"]) and all(len(r) == 2 for r in rows)  # 2 heads a layer
+        assert all(0.0 < v <= 1.0 for r in rows for v in r)
 
 
 def test_bad_layer_option_is_a_clear_error(tmp_path, capsys):

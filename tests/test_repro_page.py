@@ -404,3 +404,18 @@ def test_the_still_to_run_estimate_is_the_median_published_wall_time(tmp_path):
     shown = f"{expected:.1f}" if expected < 10 else f"{expected:.0f}"  # one decimal below ten hours
     assert f"Still to run ({runs} runs, about {shown} core-hours)" in page
     assert repro_page.run_hours(str(tmp_path / "nothing"), fam) == {}
+
+
+def test_the_layer_and_head_entropy_table_shows_each_flow_layer_and_head():
+    """DPN-S2S's normalised alignment entropies (the analysis JSON) on the page: a row per flow, a
+    column per decoder layer, the SAN decoder path's heads in brackets; nothing for an older JSON."""
+    from fairseq_local_repro.tables import layer_head_table
+
+    e = {"per_layer_normalised": {"cc": [0.91, 0.52], "aa": [0.8, 0.4]},
+         "per_head_normalised": {"aa": [[0.7, 0.9], [0.35, 0.45]]}}
+    lines = layer_head_table(e)
+    assert "| flow | layer 1 | layer 2 |" in lines
+    assert "| CNN -> CNN | 0.910 | 0.520 |" in lines
+    assert "| SAN -> SAN | 0.800 (0.70 / 0.90) | 0.400 (0.35 / 0.45) |" in lines
+    assert not any(line.startswith("| CNN -> SAN") for line in lines)  # a flow the model lacks
+    assert layer_head_table({"entropy": {"cc": 1.0}}) == []

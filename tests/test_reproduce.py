@@ -349,7 +349,10 @@ def _teacher_forced_entropies(ckpt, bin_dir):
 def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data):
     """dpn_s2s: M9 alone (the reference row, so --systems m9 trains nothing else) for one epoch; its
     results.json carries Table 5's four alignment entropies, equal to a recomputation from the
-    checkpoint; the dry run then lists M9, M1 and M5 with parameter counts (M9's = the checkpoint's)."""
+    checkpoint, and every layer's and head's; the dry run then lists M9, M1 and M5 with parameter
+    counts (M9's = the checkpoint's)."""
+    from fairseq_local_repro.tables import layer_head_table
+
     run("dpn_s2s", "--out", tmp_path, "--data-root", shared_data, "--limit-train", "300", "--limit-eval", "24",
         "--width", "16", "--max-epoch", "1", "--systems", "m9")
     fam = tmp_path / "dpn_s2s"
@@ -371,6 +374,10 @@ def test_dpn_s2s_m9_run_with_alignment_entropy_and_dry_run(tmp_path, shared_data
     ref = _teacher_forced_entropies(ckpt, fam / "data" / "bin")
     for flow, value in ref.items():
         assert e["entropy"][flow] == pytest.approx(value, rel=1e-6), flow
+    # every layer's and head's entropies beside Table 5's (the last layer's row is the table's)
+    assert {f: rows[-1] for f, rows in e["per_layer"].items()} == pytest.approx(e["entropy"], abs=1e-4)
+    assert set(e["per_head_normalised"]) == {"ac", "aa"}
+    assert any(line.startswith("| SAN -> SAN | ") for line in layer_head_table(e))
     comparison = json.loads((fam / "comparison.json").read_text())
     assert comparison["paper_reference"]["alignment_entropy"] == {"cc": 2.208, "ac": 1.406, "ca": 1.886, "aa": 1.377}
 

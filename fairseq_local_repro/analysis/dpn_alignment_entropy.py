@@ -5,7 +5,10 @@ For every sentence of a binarized test set the trained model is run with teacher
 reference; for each flow (CNN/SAN decoder path x CNN/SAN encoder path) the alignment of every
 target token (the softmax(q k^T) distribution over the source, Eq. 4; head-averaged for the SAN
 path) gets its entropy -sum_i a_i log a_i, which is averaged over the target tokens of the
-sentence (the end-of-sentence prediction included) and then over sentences.
+sentence (the end-of-sentence prediction included) and then over sentences.  The JSON also holds
+every decoder layer's entropies and, for the SAN decoder path, every head's, each also divided by
+the log of the sentence's source length (the entropy of a uniform alignment: 1 = uniform, 0 = one
+source position); sentences with a one-position source have no normalised entropy.
 
     python scripts/analysis/dpn_alignment_entropy.py data-bin/iwslt14.de-en --path ckpt/checkpoint_best.pt \
         --gen-subset test [--layer last|mean|N] [--json entropy.json] [--heatmap fig2.png --sentence-id 0]
@@ -35,6 +38,86 @@ def sentence_entropies(attn: torch.Tensor, target_mask: torch.Tensor) -> torch.T
     """attn: B x T x S, target_mask: B x T (True on real target tokens) -> B per-sentence mean entropy."""
     ent = token_entropies(attn) * target_mask
     return ent.sum(1) / target_mask.sum(1).clamp(min=1)
+
+
+def normalised_sentence_entropies(attn: torch.Tensor, target_mask: torch.Tensor,
+                                  source_lengths: torch.Tensor) -> torch.Tensor:
+    """attn: ... x B x T x S, target_mask: B x T, source_lengths: B -> ... x B per-sentence mean of
+    the token entropies divided by log(source length); NaN for a sentence whose source has one position."""
+    log_len = source_lengths.double().log()
+    ent = token_entropies(attn) / log_len[:, None]
+    ent = torch.where(target_mask, ent, torch.zeros_like(ent))
+    return torch.where(source_lengths > 1, ent.sum(-1) / target_mask.sum(1).clamp(min=1),
+                       torch.full_like(log_len, float("nan")))
+
+
+def head_weights(mha, query: torch.Tensor, key: torch.Tensor, key_padding_mask) -> torch.Tensor:
+    """Every head's alignment of fairseq's ``MultiheadAttention`` (no bias_k / zero attention),
+    recomputed from its projections: softmax(q k^T / sqrt(head dim)) with padded keys masked.
+    query: T x B x d, key: S x B x d -> heads x B x T x S."""
+    (t, b, d), s, h = query.shape, key.size(0), mha.num_heads
+    q = (mha.q_proj(query) * mha.scaling).view(t, b, h, d // h).permute(1, 2, 0, 3)
+    k = mha.k_proj(key).view(s, b, h, d // h).permute(1, 2, 3, 0)
+    scores = (q @ k).float()  # B x heads x T x S
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :].bool(), float("-inf"))
+    return torch.softmax(scores, -1).transpose(0, 1)
+
+
+class HeadCapture:
+    """Forward hooks on the SAN decoder path's encoder-decoder attentions that record every head's
+    alignment (``head_weights``) per flow and layer, checked against the head average the module
+    returns.  ``weights``: {flow: {layer: heads x B x T x S}} of the last forward pass."""
+
+    def __init__(self, model):
+        self.weights: Dict[str, Dict[int, torch.Tensor]] = {}
+        self.handles = []
+        san = getattr(model.decoder, "san", None)
+        for i, layer in enumerate(san.layers if san is not None else ()):
+            for p, mha in getattr(layer, "encoder_attn", {}).items():
+                self.handles.append(mha.register_forward_hook(self._hook("a" + p, i), with_kwargs=True))
+
+    def _hook(self, flow: str, layer: int):
+        def hook(module, args, kwargs, output):
+            w = head_weights(module, kwargs["query"], kwargs["key"], kwargs.get("key_padding_mask"))
+            if output[1] is not None and not torch.allclose(w.mean(0), output[1].float(), atol=1e-5):
+                raise RuntimeError(f"flow {flow}, layer {layer}: recomputed head weights disagree with the module's")
+            self.weights.setdefault(flow, {})[layer] = w
+        return hook
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+class LayerHeadTable:
+    """Per flow, decoder layer and head: sums of per-sentence (normalised) entropies, for means."""
+
+    def __init__(self):
+        self.sums: Dict[tuple, float] = {}
+        self.counts: Dict[tuple, int] = {}
+
+    def add(self, key: tuple, per_sentence: torch.Tensor):
+        keep = ~per_sentence.isnan()
+        self.sums[key] = self.sums.get(key, 0.0) + per_sentence[keep].sum().item()
+        self.counts[key] = self.counts.get(key, 0) + int(keep.sum())
+
+    def mean(self, key: tuple) -> float:
+        return self.sums[key] / self.counts[key] if self.counts.get(key) else float("nan")
+
+    def nested(self, kind: str) -> Dict[str, list]:
+        """{flow: [value per layer]} (kind "layer"), or {flow: [[value per head] per layer]} ("head")."""
+        out: Dict[str, list] = {}
+        for key in sorted(k for k in self.sums if k[0] == kind):
+            _, flow, layer, *head = key
+            rows = out.setdefault(flow, [])
+            while len(rows) <= layer:
+                rows.append([] if kind == "head" else None)
+            if kind == "head":
+                rows[layer].append(round(self.mean(key), 4))
+            else:
+                rows[layer] = round(self.mean(key), 4)
+        return out
 
 
 def select_layer(per_layer: List[torch.Tensor], layer: str) -> torch.Tensor:
@@ -77,12 +160,16 @@ class EntropyTable:
         return "\n".join(lines)
 
 
-def flows_of(model, sample, layer: str) -> Dict[str, torch.Tensor]:
-    net = sample["net_input"]
-    _, extra = model(**net, return_all_attn=True)
+def all_flows(model, sample) -> Dict[str, List[torch.Tensor]]:
+    """{flow: [B x T x S alignment per decoder layer]} of a teacher-forced forward pass."""
+    _, extra = model(**sample["net_input"], return_all_attn=True)
     if "flows" not in extra:
         raise SystemExit("error: the checkpoint is not a dpn_s2s model (its decoder returns no alignment flows)")
-    return {f: select_layer(a, layer) for f, a in extra["flows"].items()}
+    return extra["flows"]
+
+
+def flows_of(model, sample, layer: str) -> Dict[str, torch.Tensor]:
+    return {f: select_layer(a, layer) for f, a in all_flows(model, sample).items()}
 
 
 def plot_heatmaps(flows: Dict[str, torch.Tensor], src_words: List[str], tgt_words: List[str], out: str):
@@ -166,14 +253,25 @@ def main(argv=None):
         raise SystemExit(f"error: --sentence-id {args.sentence_id} is outside {args.gen_subset} (0..{len(dataset) - 1})")
     itr = task.get_batch_iterator(dataset=dataset, max_tokens=args.max_tokens, max_positions=utils.resolve_max_positions(
         task.max_positions(), model.max_positions()), ignore_invalid_inputs=False).next_epoch_itr(shuffle=False)
-    table, pad = EntropyTable(), task.target_dictionary.pad()
+    table, layers, pad = EntropyTable(), LayerHeadTable(), task.target_dictionary.pad()
+    heads = HeadCapture(model)
     with torch.no_grad():
         for sample in itr:
             sample = utils.move_to_cuda(sample) if use_cuda else sample
-            flows = flows_of(model, sample, args.layer)
+            per_layer = all_flows(model, sample)
+            flows = {f: select_layer(a, args.layer) for f, a in per_layer.items()}
             tgt_mask = sample["net_input"]["prev_output_tokens"].ne(pad)
+            src_len = sample["net_input"]["src_tokens"].ne(task.source_dictionary.pad()).sum(1)
             for f, attn in flows.items():
                 table.add(f, sentence_entropies(attn, tgt_mask))
+            for f, attns in per_layer.items():
+                for i, attn in enumerate(attns):
+                    layers.add(("layer", f, i), sentence_entropies(attn, tgt_mask))
+                    layers.add(("layer_normalised", f, i), normalised_sentence_entropies(attn, tgt_mask, src_len))
+            for f, by_layer in heads.weights.items():
+                for i, w in by_layer.items():
+                    for h, per_sentence in enumerate(normalised_sentence_entropies(w, tgt_mask, src_len)):
+                        layers.add(("head", f, i, h), per_sentence)
             if args.heatmap and (sample["id"] == args.sentence_id).any():
                 i = int((sample["id"] == args.sentence_id).nonzero()[0])
                 src = sample["net_input"]["src_tokens"][i]
@@ -184,10 +282,13 @@ def main(argv=None):
                 plot_heatmaps({f: a[i][tgt_keep][:, src_keep] for f, a in flows.items()},
                               words(task.source_dictionary, src[src_keep]), words(task.target_dictionary, tgt[tgt_keep]),
                               args.heatmap)
+    heads.remove()
     print(table.format())
     if args.json:
         write_json(args.json, {"layer": args.layer, "subset": args.gen_subset, "sentences": max(table.counts.values()),
-                               "entropy": table.means()})
+                               "entropy": table.means(), "per_layer": layers.nested("layer"),
+                               "per_layer_normalised": layers.nested("layer_normalised"),
+                               "per_head_normalised": layers.nested("head")})
     return table
 
 
