@@ -266,7 +266,8 @@ def main(argv=None):
         print(page.table(comparison))
         if a.publish:
             path = page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant, run_root=out,
-                                test_ref=data.test_ref, queued=a.queued)
+                                test_ref=data.test_ref, queued=a.queued,
+                                test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None)
             say(f"published to {path}")
     except ReproError as e:
         fail(str(e))

@@ -108,6 +108,9 @@ class Family:
     # the comparisons the claim makes, (system, reference) pairs, Holm-corrected together (default:
     # every system against the baseline)
     comparisons: Tuple[Tuple[str, str], ...] = ()
+    # upper edges (source words) of the source-length buckets whose BLEU the appendix shows per system
+    # (the MC-RNN paper's Figure 4); empty: no length analysis
+    length_buckets: Tuple[int, ...] = ()
     # the comparisons still to train (listed on the results page until published)
     planned: Tuple[RunSet, ...] = ()
     # a learning-rate/dropout grid swept per system on dev (``--tuned-on-dev`` picks each system's point)
@@ -164,6 +167,9 @@ FAMILIES: Dict[str, Family] = {
                    "subword-nmt BPE 25000; its valid = dev, its test = test)",
         # Tables 2 and 5: MC-RNN-3 against the baseline and against each size-matched control
         comparisons=(("mc_rnn_3", "baseline"), ("mc_rnn_3", "baseline_large"), ("mc_rnn_3", "baseline_deep")),
+        # Figure 4 (BLEU by source length): Multi30k's test sources have 11 words at the median, 16 at
+        # the 90th percentile, so about a quarter of the sentences in each of the first four buckets
+        length_buckets=(8, 11, 14, 17),
         planned=(
             RunSet("clean_split", 3, "MC-RNN-3 against Baseline-RNN and both size-matched controls of Table 5 "
                                      "(Baseline-RNN-large, Baseline-RNN-deep), three seeds each, on the clean split"),

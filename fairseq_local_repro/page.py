@@ -37,8 +37,8 @@ from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json, 
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.compare import format_p
 from fairseq_local_repro.processes import ReproError
-from fairseq_local_repro.tables import (dagger_note, draw_curves, entropy_tables, equal_budget_tables, labels,
-                                        masking_tables, seed_table, summary_table, table)
+from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables, equal_budget_tables,
+                                        labels, length_bucket_tables, masking_tables, seed_table, summary_table, table)
 
 __all__ = ["load_family", "seed_table", "summary_table", "write_page", "draw_curves", "table", "publish", "dagger_note",
            "equal_budget_tables", "entropy_tables", "masking_tables", "read_verdict", "claim_verdict"]
@@ -286,6 +286,7 @@ def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str])
               "Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
                                           "none (every run ended by early stopping or the learning-rate floor)."), "",
               *equal_budget_tables(comparison), *entropy_tables(comparison), *masking_tables(comparison),
+              *length_bucket_tables(comparison, folder),
               f"![dev loss vs updates and wall time](reproduce/{fam}/curves.png)", ""]
     names = _variants(folder)
     if names:
@@ -305,6 +306,7 @@ def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str])
             lines += [split_line(v), "", *_command(v["command"]), *other_commands(v), runs, "",
                       *seed_table(v, systems=False)]
         lines += dagger_note(runs)
+        lines += [*entropy_tables(v), *masking_tables(v), *length_bucket_tables(v, os.path.join(folder, name))]
     if verdict.analysis:
         lines += [_rebase_links(verdict.analysis), ""]
     return lines
@@ -471,12 +473,13 @@ SUPERSEDED = ("paired_bs_p_vs_baseline", "paired_bs_samples", "bootstrap_mean")
 
 
 def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, run_root: str = None,
-            test_ref: str = None, queued: List[str] = None) -> str:
+            test_ref: str = None, queued: List[str] = None, test_src: str = None) -> str:
     """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
     ``<family>/<variant>/``) and rewrite the pages; returns the results page's path.  With
     ``run_root`` (the harness's ``OUT/<family>``) each run's per-sentence test outputs go beside its
     JSON (``<system>-s<seed>.hyp.gz`` with the references ``test.ref.gz``, or ``.nll.gz``), with their
-    sha256 in the run's JSON; runs scored on another test set than the folder's are refused
+    sha256 in the run's JSON, and for a family with ``length_buckets`` the words of each source line of
+    ``test_src`` (``test.src_len.gz``); runs scored on another test set than the folder's are refused
     (ReproError).  The folder's statistics are then computed from the committed files
     (fairseq_local_repro.compare); ``queued`` names the runs still training, shown on the pages."""
     import json
@@ -497,6 +500,12 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
                                      "publish these runs with another --variant")
         if kind != "lm":
             write_gz(os.path.join(dest, stats.REF_FILE), ref_text)
+        from fairseq_local_repro.families import FAMILIES
+
+        fam = FAMILIES.get(comparison["family"])
+        if fam is not None and fam.length_buckets and test_src and os.path.isfile(test_src):
+            with open(test_src, encoding="utf-8") as f:  # source lengths in words, for length_bucket_tables
+                write_gz(os.path.join(dest, SRC_LEN_FILE), "".join(f"{len(line.split())}\n" for line in f))
     for r in comparison["systems"]:
         r = dict(r, test={k: v for k, v in r["test"].items() if k not in SUPERSEDED})
         if comparison.get("split"):

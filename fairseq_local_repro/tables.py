@@ -2,8 +2,10 @@
 
 Every function reads a comparison as :func:`fairseq_local_repro.page.load_family` returns it
 (``comparison.json`` with its runs under ``systems`` and the folder's ``statistics``, computed by
-:mod:`fairseq_local_repro.compare`) and returns Markdown lines; nothing here computes a statistic.
+:mod:`fairseq_local_repro.compare`) and returns Markdown lines; nothing here computes a statistic but
+:func:`length_bucket_tables`' per-bucket BLEU, from the folder's committed outputs.
 """
+import os
 from typing import List, Optional
 
 from fairseq_local.file_io import atomic_open
@@ -230,6 +232,64 @@ def layer_head_table(e: dict) -> List[str]:
             heads = per_head.get(flow, [])
             cells.append(f"{v:.3f}" + (f" ({' / '.join(f'{h:.2f}' for h in heads[i])})" if i < len(heads) else ""))
         lines.append(f"| {flow_name[flow]} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+SRC_LEN_FILE = "test.src_len.gz"  # a published folder's test source lengths in words, one line per sentence
+
+
+def length_bucket_tables(comparison: dict, folder: str) -> List[str]:
+    """The MC-RNN paper's Figure 4 as a table, from the committed files of ``folder`` alone (the runs'
+    hypotheses, ``test.ref.gz`` and ``test.src_len.gz``): per source-length bucket of the family's
+    ``length_buckets``, each system's corpus BLEU of the bucket's sentences, averaged over its seeds,
+    and each other system's difference from the baseline over paired seeds.  Nothing for a family
+    without buckets or a folder without committed outputs."""
+    import numpy as np
+
+    from fairseq_local_repro.compare import corpus_bleu, folder_stats, read_gz
+    from fairseq_local_repro.families import FAMILIES
+
+    fam = FAMILIES.get(comparison["family"])
+    path = os.path.join(folder, SRC_LEN_FILE)
+    if fam is None or not fam.length_buckets or not os.path.isfile(path):
+        return []
+    lengths = np.array([int(x) for x in read_gz(path).split()])
+    stats_of = folder_stats(folder, "translation")
+    runs = [(r, stats_of(r)) for r in comparison["systems"]]
+    runs = [(r, st) for r, st in runs if st is not None]
+    if not runs:
+        return []
+    for r, st in runs:
+        if st.shape[0] != len(lengths):
+            raise ValueError(f"{path}: {len(lengths)} source lengths for the {st.shape[0]} test sentences of "
+                             f"{r['system']}-s{r['seed']}")
+    edges = list(fam.length_buckets)
+    bucket = np.searchsorted(edges, lengths, side="left")  # bucket i: edges[i-1] < length <= edges[i]
+    names = [f"1-{edges[0]}"] + [f"{a + 1}-{b}" for a, b in zip(edges, edges[1:])] + [f">{edges[-1]}"]
+    bleu = {}  # (system, seed) -> BLEU per bucket
+    for r, st in runs:
+        bleu[r["system"], r["seed"]] = [float(corpus_bleu(st[bucket == b].sum(0))[0]) if (bucket == b).any()
+                                        else float("nan") for b in range(len(names))]
+    order = list(dict.fromkeys(r["system"] for r, _ in runs))
+    label = {r["system"]: r["label"] for r, _ in runs}
+    seeds = {s: sorted(k for (t, k) in bleu if t == s) for s in order}
+    base = comparison.get("baseline")
+    others = [s for s in order if s != base and base in order]
+    head = ["source words", "sentences", *(f"{label[s]} ({len(seeds[s])} seed{'s' * (len(seeds[s]) != 1)})"
+                                           for s in order), *(f"{label[s]} - {label[base]}" for s in others)]
+    lines = ["BLEU by source length (the MC-RNN paper's Figure 4): each bucket's sentences scored as a corpus, "
+             "the mean over seeds; the differences are over paired seeds, with how many of them the system leads:",
+             "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for b, name in enumerate(names):
+        n = int((bucket == b).sum())
+        if not n:
+            continue
+        cells = [name, str(n)] + [f"{np.mean([bleu[s, k][b] for k in seeds[s]]):.2f}" for s in order]
+        for s in others:
+            paired = [k for k in seeds[s] if k in seeds[base]]
+            d = [bleu[s, k][b] - bleu[base, k][b] for k in paired]
+            cells.append(f"{np.mean(d):+.2f} ({sum(x > 0 for x in d)} of {len(d)})" if d else "–")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
 

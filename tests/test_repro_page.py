@@ -419,3 +419,50 @@ def test_the_layer_and_head_entropy_table_shows_each_flow_layer_and_head():
     assert "| SAN -> SAN | 0.800 (0.70 / 0.90) | 0.400 (0.35 / 0.45) |" in lines
     assert not any(line.startswith("| CNN -> SAN") for line in lines)  # a flow the model lacks
     assert layer_head_table({"entropy": {"cc": 1.0}}) == []
+
+
+def test_bleu_by_source_length_is_recomputed_from_the_committed_files(tmp_path):
+    """The MC-RNN Figure 4 table: per bucket of the family's length_buckets, each system's mean over
+    seeds of the bucket's corpus BLEU equals sacrebleu on those sentences; the difference is over
+    paired seeds.  Committed hypotheses of two published systems stand in for MC-RNN-3 and its baseline."""
+    import gzip
+    import shutil
+
+    import numpy as np
+    import sacrebleu
+
+    from fairseq_local_repro.families import FAMILIES
+    from fairseq_local_repro.tables import SRC_LEN_FILE, length_bucket_tables
+
+    src = RESULTS / "lattice" / "clean_split"
+    shutil.copy(src / "test.ref.gz", tmp_path / "test.ref.gz")
+    refs = gzip.open(src / "test.ref.gz", "rt", encoding="utf-8").read().splitlines()
+    lengths = np.random.default_rng(0).integers(1, 25, len(refs))
+    (tmp_path / SRC_LEN_FILE).write_bytes(gzip.compress("".join(f"{n}\n" for n in lengths).encode()))
+    systems, hyps = [], {}
+    for stand_in, name, label in (("dwl_gating", "mc_rnn_3", "MC-RNN-3"), ("word", "baseline", "Baseline-RNN")):
+        for seed in (1, 2):
+            run = json.loads((src / f"{stand_in}-s{seed}.json").read_text())
+            shutil.copy(src / run["outputs"]["file"], tmp_path / f"{name}-s{seed}.hyp.gz")
+            hyps[name, seed] = gzip.open(src / run["outputs"]["file"], "rt", encoding="utf-8").read().splitlines()
+            systems.append(dict(run, system=name, label=label, outputs=dict(run["outputs"], file=f"{name}-s{seed}.hyp.gz")))
+    comparison = {"family": "mc_rnn", "baseline": "baseline", "systems": systems}
+    lines = length_bucket_tables(comparison, str(tmp_path))
+    edges = FAMILIES["mc_rnn"].length_buckets
+    rows = {line.split(" | ")[0].lstrip("| "): line.strip("| ").split(" | ") for line in lines if line.startswith("| ")}
+    assert "| source words | sentences | MC-RNN-3 (2 seeds) | Baseline-RNN (2 seeds) | MC-RNN-3 - Baseline-RNN |" in lines
+    for name, (lo, hi) in zip([f"1-{edges[0]}", f"{edges[0] + 1}-{edges[1]}", f">{edges[-1]}"],
+                              [(1, edges[0]), (edges[0] + 1, edges[1]), (edges[-1] + 1, 99)]):
+        ids = [i for i, n in enumerate(lengths) if lo <= n <= hi]
+        bleu = {k: sacrebleu.corpus_bleu([h[i] for i in ids], [[refs[i] for i in ids]], lowercase=True).score
+                for k, h in hyps.items()}
+        row = rows[name]
+        assert int(row[1]) == len(ids)
+        assert float(row[2]) == pytest.approx((bleu["mc_rnn_3", 1] + bleu["mc_rnn_3", 2]) / 2, abs=0.006)
+        assert float(row[3]) == pytest.approx((bleu["baseline", 1] + bleu["baseline", 2]) / 2, abs=0.006)
+        d = [bleu["mc_rnn_3", k] - bleu["baseline", k] for k in (1, 2)]
+        assert row[4] == f"{np.mean(d):+.2f} ({sum(x > 0 for x in d)} of 2)"
+    # a family without buckets, or a folder without source lengths: no table
+    assert length_bucket_tables(dict(comparison, family="lattice"), str(tmp_path)) == []
+    (tmp_path / SRC_LEN_FILE).unlink()
+    assert length_bucket_tables(comparison, str(tmp_path)) == []

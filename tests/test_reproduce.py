@@ -264,6 +264,11 @@ def test_page_is_generated_from_the_published_json(smoke):
         bleu = sacrebleu.corpus_bleu(hyp.splitlines(), [ref.splitlines()], lowercase=True).score
         assert pub["test"]["bleu"] == pytest.approx(bleu, abs=0.006)
     assert (fam / "mc_rnn_3-s1.hyp.gz").stat().st_size < 100_000
+    # the source lengths (words of each test source line) go with them, and the appendix shows BLEU by length
+    src = (smoke[0] / "data" / "raw" / "test.de").read_text(encoding="utf-8").splitlines()
+    assert compare.read_gz(str(fam / "test.src_len.gz")).split() == [str(len(x.split())) for x in src]
+    assert any(line.startswith("| source words | sentences | MC-RNN-3 (1 seed) |")
+               for line in (docs / "results" / "mc_rnn.md").read_text().splitlines())
     # every p-value and interval on the page is recomputed from the published files alone
     p = run("--recompute", "--docs", docs)
     assert "every p-value and interval equals the committed one" in p.stdout
