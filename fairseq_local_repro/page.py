@@ -533,4 +533,7 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
     except ValueError as e:
         raise ReproError(str(e))
     write_json(os.path.join(dest, "comparison.json"), meta)
-    return write_page(docs)
+    try:
+        return write_page(docs)
+    except ValueError as e:
+        raise ReproError(str(e))

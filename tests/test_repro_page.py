@@ -462,6 +462,10 @@ def test_bleu_by_source_length_is_recomputed_from_the_committed_files(tmp_path):
         assert float(row[3]) == pytest.approx((bleu["baseline", 1] + bleu["baseline", 2]) / 2, abs=0.006)
         d = [bleu["mc_rnn_3", k] - bleu["baseline", k] for k in (1, 2)]
         assert row[4] == f"{np.mean(d):+.2f} ({sum(x > 0 for x in d)} of 2)"
+    # source lengths of another test set: an error naming the file
+    (tmp_path / SRC_LEN_FILE).write_bytes(gzip.compress(b"5\n" * 3))
+    with pytest.raises(ValueError, match=f"{SRC_LEN_FILE}: 3 source lengths for the {len(refs)} test sentences"):
+        length_bucket_tables(comparison, str(tmp_path))
     # a family without buckets, or a folder without source lengths: no table
     assert length_bucket_tables(dict(comparison, family="lattice"), str(tmp_path)) == []
     (tmp_path / SRC_LEN_FILE).unlink()
