@@ -345,7 +345,9 @@ run counts once its JSON, split after the overlap check, is in its comparison's 
 (`docs/results/reproduce/FAMILY/VARIANT/`); runs published before that check are trained again.  Each
 command trains the missing runs (one thread each, two at a time), skips those already finished under
 its `--out`, resumes interrupted ones, and publishes the folder, which then appears above with its
-tests.  The core-hours are an estimate: per run, the median wall time of the same system's published
+tests.  A run is trained by one command at a time: a second command that reaches a run another holds
+stops with one line (publish the finished runs meanwhile with `--queued SYSTEM-sSEED,...`, which
+leaves the named runs to the other command).  The core-hours are an estimate: per run, the median wall time of the same system's published
 runs in its family (probes on cut training data left out; the family's median for a system with none),
 measured two runs at a time on the shared 2-core machine.
 """

@@ -5,8 +5,12 @@
 A run with a ``results.json`` is finished and skipped (unless it was stopped by a lower
 ``--max-epoch`` cap than this run's: it then trains on from its ``checkpoint_last.pt``); an
 interrupted one resumes from fairseq's ``checkpoint_last.pt``; one whose training ended
-(``train_done.json``) goes straight to evaluation.
+(``train_done.json``) goes straight to evaluation.  A run is worked on by one process at a time: it
+holds an exclusive lock on the run's ``run.lock`` (released by the system when the process ends,
+however it ends), and a second command that reaches the same run stops with one line.
 """
+import contextlib
+import fcntl
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import List
@@ -20,21 +24,66 @@ from fairseq_local_repro.processes import ReproError, say
 from fairseq_local_repro.train import check_same_settings, keep_vocabulary, read_curve, train_command, train_system
 
 
+@contextlib.contextmanager
+def run_lock(tag: str, sdir: str, name: str):
+    """Hold the run folder's ``run.lock`` (``fcntl.flock``, exclusive) while the body runs; if another
+    process holds it, a one-line :class:`ReproError` naming that process and the way round it."""
+    os.makedirs(sdir, exist_ok=True)
+    path = os.path.join(sdir, "run.lock")
+    with open(path, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise ReproError(f"{tag}: another process (pid {holder}) is training or evaluating this run ({path}); "
+                             f"wait for it to end, or leave the run to it: --publish --queued {name}") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def finished_run(ctx: RunContext, res_path: str):
+    """The ``results.json`` of a finished run, or None: absent, or stopped by a lower ``--max-epoch``
+    cap than this command's (the run then trains on)."""
+    if not os.path.isfile(res_path):
+        return None
+    earlier = read_json(res_path)
+    return None if earlier["hit_max_epoch"] and ctx.max_epoch > earlier["max_epoch"] else earlier
+
+
 def run_system(ctx: RunContext, system: System, seed: int) -> dict:
-    """Train (or resume), evaluate and record one run; its ``results.json``."""
+    """Train (or resume), evaluate and record one run, holding its lock; its ``results.json``.  A
+    finished run is read without the lock (and is neither trained nor rewritten)."""
+    tag = f"{ctx.family.name}/{system.name}-s{seed}"
+    sdir = ctx.run_dir(system.name, seed)
+    check_same_settings(tag, sdir, train_command(ctx, system, seed))
+    earlier = finished_run(ctx, os.path.join(sdir, "results.json"))
+    if earlier is not None:
+        say(f"{tag}: finished earlier ({os.path.join(sdir, 'results.json')}), skipped")
+        return earlier
+    with run_lock(tag, sdir, f"{system.name}-s{seed}"):
+        return _run_system(ctx, system, seed, tag)
+
+
+def _run_system(ctx: RunContext, system: System, seed: int, tag: str) -> dict:
     family, scale = ctx.family, ctx.scale
     data = ctx.data.for_system(system)
     sdir = ctx.run_dir(system.name, seed)
     res_path = os.path.join(sdir, "results.json")
-    tag = f"{family.name}/{system.name}-s{seed}"
     plan = ctx.plan[system.name]
     cmd = train_command(ctx, system, seed)
-    check_same_settings(tag, sdir, cmd)
+    earlier = finished_run(ctx, res_path)  # again, under the lock: another process may have just finished it
+    if earlier is not None:
+        say(f"{tag}: finished earlier ({res_path}), skipped")
+        return earlier
     if os.path.isfile(res_path):
         earlier = read_json(res_path)
-        if not (earlier["hit_max_epoch"] and ctx.max_epoch > earlier["max_epoch"]):
-            say(f"{tag}: finished earlier ({res_path}), skipped")
-            return earlier
         # stopped by a lower cap: train on from checkpoint_last.pt up to the new cap, then re-evaluate
         say(f"{tag}: stopped by --max-epoch {earlier['max_epoch']} earlier; continuing to {ctx.max_epoch}")
         for name in ("train_done.json", "results.json"):

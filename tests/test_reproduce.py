@@ -633,3 +633,54 @@ def test_queued_runs_are_neither_trained_nor_waited_for(monkeypatch):
     results = run.run_all(None, family.systems, [1, 2], jobs=1, skip=[f"{names[0]}-s2", f"{names[-1]}-s2"])
     assert calls == [f"{n}-s1" for n in names] + [f"{n}-s2" for n in names[1:-1]]
     assert [r["seed"] for r in results] == [1] * len(names) + [2] * (len(names) - 2)
+
+
+def test_a_run_is_worked_on_by_one_process_at_a_time(monkeypatch, tmp_path):
+    """Two commands reaching the same run (the same --out, or a run also left to another process):
+    the second stops with one line naming the holder; the lock goes when its holder ends, even
+    killed; a finished run is read without taking it."""
+    import signal
+    import types
+
+    from fairseq_local_repro import families, run
+    from fairseq_local_repro.processes import ReproError
+
+    system = families.FAMILIES["lattice"].systems[0]
+    ctx = types.SimpleNamespace(family=families.FAMILIES["lattice"], max_epoch=3,
+                                run_dir=lambda name, seed: str(tmp_path / f"{name}-s{seed}"))
+    sdir, tag = tmp_path / f"{system.name}-s1", f"lattice/{system.name}-s1"
+    lock = sdir / "run.lock"
+    monkeypatch.setattr(run, "train_command", lambda *a: [])
+    take = ("import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); "
+            "f.seek(0); f.truncate(); f.write('4242\\n'); f.flush(); print('locked', flush=True); time.sleep(600)")
+    seen = []
+
+    def inside(ctx_, system_, seed, tag_):
+        assert lock.read_text() == f"{os.getpid()}\n"
+        with pytest.raises(ReproError) as e:  # a second worker of this process
+            run.run_system(ctx, system, 1)
+        seen.append(str(e.value))
+        other = subprocess.run([sys.executable, "-c", take, str(lock)], capture_output=True, text=True, timeout=60)
+        seen.append(other.returncode != 0 and "BlockingIOError" in other.stderr)  # another process
+        return {"seed": seed}
+
+    monkeypatch.setattr(run, "_run_system", inside)
+    assert run.run_system(ctx, system, 1) == {"seed": 1}
+    assert seen == [f"{tag}: another process (pid {os.getpid()}) is training or evaluating this run ({lock}); "
+                    f"wait for it to end, or leave the run to it: --publish --queued {system.name}-s1", True]
+    # released when the body returns; a holder killed with SIGKILL leaves no stale lock
+    holder = subprocess.Popen([sys.executable, "-c", take, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(ReproError, match=r"another process \(pid 4242\)"):
+            run.run_system(ctx, system, 1)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    seen.clear()
+    assert run.run_system(ctx, system, 1) == {"seed": 1} and len(seen) == 2
+    # a finished run: returned as it is, its folder untouched
+    done = tmp_path / f"{system.name}-s2"
+    done.mkdir()
+    (done / "results.json").write_text(json.dumps({"hit_max_epoch": False, "max_epoch": 3, "seed": 2}))
+    assert run.run_system(ctx, system, 2)["seed"] == 2 and sorted(os.listdir(done)) == ["results.json"]
