@@ -238,6 +238,12 @@ def format_p(p: Optional[float], n_resamples: Optional[int] = None) -> str:
     return f"{p:.3f}"
 
 
+def p_clause(p: Optional[float], n_resamples: Optional[int] = None) -> str:
+    """``p = 0.012``, ``p < 0.001`` or ``p ≤ 0.001``: :func:`format_p` as a clause of a sentence."""
+    text = format_p(p, n_resamples)
+    return f"p {text}" if text[0] in "<≤" else f"p = {text}"
+
+
 # ---- a family's comparison -----------------------------------------------------------------------
 
 

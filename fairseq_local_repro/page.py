@@ -35,7 +35,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json, write_text
 from fairseq_local_repro import compare as stats
-from fairseq_local_repro.compare import format_p
+from fairseq_local_repro.compare import format_p, p_clause
 from fairseq_local_repro.processes import ReproError
 from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables, equal_budget_tables,
                                         labels, length_bucket_tables, masking_tables, seed_table, summary_table, table)
@@ -172,7 +172,7 @@ def _claim_cells(comparison: dict, v: dict, variant: Optional[str]) -> Tuple[str
             + (f", {queued} run{'s' * (queued != 1)} queued" if queued else ""))
     s = v["seed_level"]
     if s is not None:
-        why = f"seed-level p = {format_p(s['p'])}, Holm {format_p(s['p_holm'])}"
+        why = f"seed-level {p_clause(s['p'])}, Holm {format_p(s['p_holm'])}"
     else:
         n_res = (comparison.get("statistics") or {}).get("n_resamples")
         why = "one seed: no seed-level test" + "".join(

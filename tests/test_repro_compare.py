@@ -183,6 +183,12 @@ def test_format_p():
     assert compare.format_p(None) == "–"
 
 
+def test_p_clause_reads_as_a_sentence():
+    assert compare.p_clause(0.0123) == "p = 0.012"
+    assert compare.p_clause(0.0001) == "p < 0.001"
+    assert compare.p_clause(1 / 1001, 1000) == "p ≤ 0.001"
+
+
 def test_published_statistics_follow_from_the_run_json():
     """The committed lattice comparison: its seed-level p of DWL vs the word level is the paired
     t-test of the per-seed BLEU in the runs' JSON, and its Holm value the adjustment over the
