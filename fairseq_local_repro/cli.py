@@ -244,7 +244,8 @@ def main(argv=None):
         ctx = RunContext(family=family, scale=scale, scale_name=a.scale, out=out,
                          max_epoch=a.max_epoch or scale.max_epoch, max_tokens=a.max_tokens or scale.max_tokens,
                          command=canonical_command(a), cpu=not cuda_available(), data=data,
-                         plan=plan_options(family, scale, systems, data), tuned=tuned)
+                         plan=plan_options(family, scale, systems, data), tuned=tuned,
+                         published=page.publish_dir(a.docs, family.name, a.variant) if a.publish else None)
         for s in systems:
             plan = ctx.plan[s.name]
             params = f"{plan.params:,} parameters" if plan.params else "parameters counted after data preparation"

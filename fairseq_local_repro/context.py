@@ -76,6 +76,9 @@ class RunContext:
     plan: Mapping[str, SystemPlan]
     # per system, the learning rate and dropout that replace the scale's (--tuned-on-dev)
     tuned: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # with --publish: the folder it writes (docs/results/reproduce/FAMILY[/VARIANT]), whose runs
+    # published with this command's settings are read instead of trained again
+    published: Optional[str] = None
 
     def setting(self, system: str) -> Dict[str, float]:
         """The learning rate and dropout ``system`` trains with: its tuned ones, else the scale's."""

@@ -118,13 +118,20 @@ def cell_masking(tag: str, data: Data, ckpt: str, out_dir: str, groups, subset: 
     return dict(_analysis(cmd, log, out_json, f"{tag}: cell masking failed"), subset=subset, layer="all")
 
 
-def run_statistics(kind: str, out: str, test_ref: str):
+def run_statistics(kind: str, out: str, test_ref: str, published: Optional[str] = None):
     """``stats_of`` (fairseq_local_repro.compare.analyse) for the runs under ``out``: per-sentence
     BLEU statistics of ``<run>/test/hyp.txt`` against ``test_ref``, or the ``(nll, tokens)`` of
-    ``<run>/test/sentence_nll.json``."""
+    ``<run>/test/sentence_nll.json``; a run with no folder under ``out`` (read from the published
+    folder ``published``) from its committed outputs there (``compare.folder_stats``)."""
     refs = []
+    from_folder = stats.folder_stats(published, kind) if published else None
 
     def stats_of(r: dict):
+        if from_folder is not None and not os.path.isdir(os.path.join(out, f"{r['system']}-s{r['seed']}")):
+            try:
+                return from_folder(r)
+            except ValueError as e:
+                raise ReproError(str(e))
         tdir = os.path.join(out, f"{r['system']}-s{r['seed']}", "test")
         if kind == "lm":
             path = os.path.join(tdir, "sentence_nll.json")

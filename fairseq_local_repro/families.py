@@ -82,8 +82,9 @@ class RunSet:
     options: Tuple[str, ...] = ()
 
     def command(self, family: str) -> str:
-        """The one command that trains the missing runs and publishes the comparison (finished runs
-        under its ``--out`` are skipped, interrupted ones resume)."""
+        """The one command that trains the missing runs and publishes the comparison (runs finished
+        under its ``--out`` or published in its folder with its settings are skipped, interrupted
+        ones resume)."""
         parts = ["python", "scripts/reproduce.py", family, "--scale", "cpu", "--seeds", str(self.seeds)]
         if self.systems:
             parts += ["--systems", ",".join(self.systems)]

@@ -343,13 +343,15 @@ STILL_TO_RUN = """## Still to run
 The comparisons registered in `fairseq_local_repro/families.py` whose runs are not all published.  A
 run counts once its JSON, split after the overlap check, is in its comparison's folder
 (`docs/results/reproduce/FAMILY/VARIANT/`); runs published before that check are trained again.  Each
-command trains the missing runs (one thread each, two at a time), skips those already finished under
-its `--out`, resumes interrupted ones, and publishes the folder, which then appears above with its
-tests.  A run is trained by one command at a time: a second command that reaches a run another holds
-stops with one line (publish the finished runs meanwhile with `--queued SYSTEM-sSEED,...`, which
-leaves the named runs to the other command).  The core-hours are an estimate: per run, the median wall time of the same system's published
-runs in its family (probes on cut training data left out; the family's median for a system with none),
-measured two runs at a time on the shared 2-core machine.
+command trains the missing runs (one thread each, two at a time): it skips those already finished
+under its `--out` and those published in its folder with its settings (so on a fresh clone it trains
+only the missing ones), resumes interrupted ones, and publishes the folder, which then appears above
+with its tests.  A run is trained by one command at a time: a second command that reaches a run
+another holds stops with one line (publish the finished runs meanwhile with `--queued
+SYSTEM-sSEED,...`, which leaves the named runs to the other command).  The core-hours are an
+estimate: per run, the median wall time of the same system's published runs in its family (probes on
+cut training data left out; the family's median for a system with none), measured two runs at a time
+on the shared 2-core machine.
 """
 
 
@@ -474,6 +476,11 @@ def write_page(docs: str) -> str:
 SUPERSEDED = ("paired_bs_p_vs_baseline", "paired_bs_samples", "bootstrap_mean")
 
 
+def publish_dir(docs: str, family: str, variant: Optional[str] = None) -> str:
+    """The folder ``--publish`` writes a family's comparison to (a variant's below it)."""
+    return os.path.join(docs, "results", "reproduce", family, *([variant] if variant else []))
+
+
 def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, run_root: str = None,
             test_ref: str = None, queued: List[str] = None, test_src: str = None) -> str:
     """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
@@ -486,7 +493,7 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
     (fairseq_local_repro.compare); ``queued`` names the runs still training, shown on the pages."""
     import json
 
-    dest = os.path.join(docs, "results", "reproduce", comparison["family"], *([variant] if variant else []))
+    dest = publish_dir(docs, comparison["family"], variant)
     os.makedirs(dest, exist_ok=True)
     kind = comparison.get("kind", "translation")
     ref_sha = None

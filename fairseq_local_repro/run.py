@@ -5,7 +5,10 @@
 A run with a ``results.json`` is finished and skipped (unless it was stopped by a lower
 ``--max-epoch`` cap than this run's: it then trains on from its ``checkpoint_last.pt``); an
 interrupted one resumes from fairseq's ``checkpoint_last.pt``; one whose training ended
-(``train_done.json``) goes straight to evaluation.  A run is worked on by one process at a time: it
+(``train_done.json``) goes straight to evaluation.  With ``--publish``, a run with no folder under
+``--out`` whose JSON is already published on the clean split, with this command's settings, is
+read from there (its per-sentence outputs from the committed files) and not trained again, so the
+page's command for the runs still missing trains only those on a fresh clone.  A run is worked on by one process at a time: it
 holds an exclusive lock on the run's ``run.lock`` (released by the system when the process ends,
 however it ends), and a second command that reaches the same run stops with one line.
 """
@@ -57,9 +60,45 @@ def finished_run(ctx: RunContext, res_path: str):
     return None if earlier["hit_max_epoch"] and ctx.max_epoch > earlier["max_epoch"] else earlier
 
 
+PUBLISHED_SETTINGS = ("arch", "options", "scale", "max_tokens", "patience", "lr", "dropout", "clip_norm", "split")
+
+
+def published_run(ctx: RunContext, system: System, seed: int, tag: str):
+    """The run's published JSON (``ctx.published``, the folder ``--publish`` writes) when it stands in
+    for training the run: published on the clean split (``page.published_clean``) with the settings
+    this command trains with, scored on this command's test set, and not stopped by a lower
+    ``--max-epoch`` cap; None when nothing is published.  A published run with other settings is a
+    one-line :class:`ReproError` (it would be overwritten by a run of another setting)."""
+    from fairseq_local_repro.page import published_clean
+
+    path = os.path.join(ctx.published, f"{system.name}-s{seed}.json") if ctx.published else None
+    if path is None or not published_clean(path):
+        return None
+    r = read_json(path)
+    plan = ctx.plan[system.name]
+    want = {"arch": system.arch, "options": plan.width_options + list(system.options), "scale": ctx.scale_name,
+            "max_tokens": ctx.max_tokens, "patience": ctx.scale.patience, **ctx.setting(system.name),
+            "clip_norm": ctx.scale.clip_norm, "split": ctx.data.sizes}
+    for key in PUBLISHED_SETTINGS:
+        if r.get(key) != want[key]:
+            was, now = (" ".join(v) if isinstance(v, list) else v for v in (r.get(key), want[key]))
+            raise ReproError(f"{tag}: {path} was published with {key} '{was}', this command trains with '{now}'; "
+                             "publish this setting with another --variant")
+    if r.get("hit_max_epoch") and ctx.max_epoch > r["max_epoch"]:
+        raise ReproError(f"{tag}: {path} was stopped by the --max-epoch {r['max_epoch']} cap and its checkpoints are "
+                         f"not under {ctx.out}; train it on where they are, or publish with another --variant")
+    with open(ctx.data.test_ref, encoding="utf-8") as f:
+        test_sha = stats.sha256_text(f.read())
+    if r.get("test_ref_sha256") and r["test_ref_sha256"] != test_sha:
+        raise ReproError(f"{tag}: {path} was scored on another test set than {ctx.data.test_ref}; "
+                         "publish these runs with another --variant")
+    return r
+
+
 def run_system(ctx: RunContext, system: System, seed: int) -> dict:
     """Train (or resume), evaluate and record one run, holding its lock; its ``results.json``.  A
-    finished run is read without the lock (and is neither trained nor rewritten)."""
+    finished run is read without the lock (and is neither trained nor rewritten); so is a run with
+    no folder under ``--out`` that is published with this command's settings (:func:`published_run`)."""
     tag = f"{ctx.family.name}/{system.name}-s{seed}"
     sdir = ctx.run_dir(system.name, seed)
     check_same_settings(tag, sdir, train_command(ctx, system, seed))
@@ -67,6 +106,12 @@ def run_system(ctx: RunContext, system: System, seed: int) -> dict:
     if earlier is not None:
         say(f"{tag}: finished earlier ({os.path.join(sdir, 'results.json')}), skipped")
         return earlier
+    if not os.path.isdir(sdir):
+        earlier = published_run(ctx, system, seed, tag)
+        if earlier is not None:
+            say(f"{tag}: published earlier ({os.path.join(ctx.published, f'{system.name}-s{seed}.json')}), "
+                "not trained again")
+            return earlier
     with run_lock(tag, sdir, f"{system.name}-s{seed}"):
         return _run_system(ctx, system, seed, tag)
 
@@ -133,6 +178,10 @@ def run_all(ctx: RunContext, systems: List[System], seeds: List[int], jobs: int,
     """Every (system, seed), ``jobs`` at a time in registry order (the next starts when one ends),
     except the runs named in ``skip`` (``SYSTEM-sSEED``: still training elsewhere or queued)."""
     tasks = [(s, seed) for seed in seeds for s in systems if f"{s.name}-s{seed}" not in set(skip)]
+    if ctx.published:  # a published run of another setting stops the command before anything trains
+        for s, seed in tasks:
+            if not os.path.isdir(ctx.run_dir(s.name, seed)):
+                published_run(ctx, s, seed, f"{ctx.family.name}/{s.name}-s{seed}")
     errors = []
     results = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -162,7 +211,8 @@ def write_comparison(ctx: RunContext, results: List[dict]) -> dict:
         comparison["paper_reference"] = family.reference
     try:
         comparison["statistics"] = stats.analyse(comparison, results,
-                                                 run_statistics(family.kind, ctx.out, ctx.data.test_ref))
+                                                 run_statistics(family.kind, ctx.out, ctx.data.test_ref,
+                                                                published=ctx.published))
     except ValueError as e:
         raise ReproError(f"{family.name}: {e}")
     write_json(os.path.join(ctx.out, "comparison.json"), comparison)

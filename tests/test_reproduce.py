@@ -152,6 +152,47 @@ def test_finished_systems_are_skipped(smoke):
     assert after == before  # nothing retrained or rewritten: logs, curves, results.json
 
 
+def test_a_fresh_clone_trains_only_the_runs_not_yet_published(smoke, tmp_path):
+    """With --publish and an empty --out (a fresh clone), the runs published with this command's
+    settings are read from the published folder (statistics from the committed outputs), not
+    trained again; only the missing seed trains.  A published run of another setting is one line."""
+    import shutil
+
+    from fairseq_local_repro import compare
+
+    _, docs, _, shared = smoke
+    mine = tmp_path / "docs"
+    shutil.copytree(docs, mine)
+    fam = mine / "results" / "reproduce" / "mc_rnn"
+    published = {n: json.loads((fam / f"{n}-s1.json").read_text()) for n in ("mc_rnn_3", "baseline")}
+    statistics = compare.analyse_folder(str(fam))
+    fresh = tmp_path / "fresh"
+    p = run("mc_rnn", "--out", fresh, "--data-root", shared, "--docs", mine, "--publish", *SMOKE, "--seeds", "2")
+    assert p.stdout.count("published earlier") == 2 and p.stdout.count(": training") == 2
+    assert "mc_rnn/mc_rnn_3-s1: published earlier" in p.stdout and "mc_rnn/mc_rnn_3-s2: training" in p.stdout
+    assert sorted(d.name for d in (fresh / "mc_rnn").iterdir() if d.name.endswith(("-s1", "-s2"))) == [
+        "baseline-s2", "mc_rnn_3-s2"]
+    assert {n: json.loads((fam / f"{n}-s1.json").read_text()) for n in published} == published
+    assert (fam / "baseline-s2.hyp.gz").is_file()
+    local = json.loads((fresh / "mc_rnn" / "comparison.json").read_text())
+    assert {(r["system"], r["seed"]) for r in local["systems"]} == {(n, k) for n in published for k in (1, 2)}
+    assert local["statistics"] == compare.analyse_folder(str(fam))  # seed 1 read from the committed outputs
+    assert local["statistics"] != statistics  # and seed 2 is in it
+    # a published run of another setting is neither trained over nor overwritten
+    before = {q: q.stat().st_mtime_ns for q in fam.iterdir()}
+    other = [a if i == 0 or SMOKE[i - 1] != "--width" else "20" for i, a in enumerate(SMOKE)]
+    p = run("mc_rnn", "--out", tmp_path / "other", "--data-root", shared, "--docs", mine, "--publish", *other,
+            check=False)
+    assert p.returncode != 0 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    was = " ".join(published["mc_rnn_3"]["options"])
+    assert " 16 " in was and "20" not in was
+    assert p.stderr.strip().endswith(
+        f"error: mc_rnn/mc_rnn_3-s1: {fam / 'mc_rnn_3-s1.json'} was published with options '{was}', this command "
+        f"trains with '{was.replace(' 16', ' 20')}'; publish this setting with another --variant")
+    assert not any(d.name.endswith("-s1") for d in (tmp_path / "other" / "mc_rnn").iterdir())  # nothing trained
+    assert {q: q.stat().st_mtime_ns for q in fam.iterdir()} == before
+
+
 def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
     out, _, _, shared = smoke
     first = json.loads((out / "baseline-s1" / "results.json").read_text())
@@ -624,13 +665,16 @@ def test_publishing_a_changed_setting_needs_a_variant(tmp_path):
 def test_queued_runs_are_neither_trained_nor_waited_for(monkeypatch):
     """``--publish --queued SYSTEM-sSEED,...`` publishes the finished runs while the named ones train
     elsewhere: run_all trains every other (system, seed), in registry order, and none of the named."""
+    import types
+
     from fairseq_local_repro import families, run
 
     family = families.FAMILIES["lattice"]
     calls = []
     monkeypatch.setattr(run, "run_system", lambda ctx, s, seed: calls.append(f"{s.name}-s{seed}") or {"seed": seed})
     names = [s.name for s in family.systems]
-    results = run.run_all(None, family.systems, [1, 2], jobs=1, skip=[f"{names[0]}-s2", f"{names[-1]}-s2"])
+    ctx = types.SimpleNamespace(published=None)
+    results = run.run_all(ctx, family.systems, [1, 2], jobs=1, skip=[f"{names[0]}-s2", f"{names[-1]}-s2"])
     assert calls == [f"{n}-s1" for n in names] + [f"{n}-s2" for n in names[1:-1]]
     assert [r["seed"] for r in results] == [1] * len(names) + [2] * (len(names) - 2)
 
@@ -646,7 +690,7 @@ def test_a_run_is_worked_on_by_one_process_at_a_time(monkeypatch, tmp_path):
     from fairseq_local_repro.processes import ReproError
 
     system = families.FAMILIES["lattice"].systems[0]
-    ctx = types.SimpleNamespace(family=families.FAMILIES["lattice"], max_epoch=3,
+    ctx = types.SimpleNamespace(family=families.FAMILIES["lattice"], max_epoch=3, published=None,
                                 run_dir=lambda name, seed: str(tmp_path / f"{name}-s{seed}"))
     sdir, tag = tmp_path / f"{system.name}-s1", f"lattice/{system.name}-s1"
     lock = sdir / "run.lock"
