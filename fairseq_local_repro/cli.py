@@ -25,7 +25,8 @@ docs/results/reproduce/FAMILY/ and rewrites docs/results.md; ``--variant NAME`` 
 point or probe (``--lr``, ``--dropout``, ``--clip-norm``, ``--limit-train``, ``--tuned-on-dev``,
 ``--running-text``) to docs/results/reproduce/FAMILY/NAME/, shown under the family's comparison.
 ``--tuned-on-dev`` trains each system at the point of the family's registered learning-rate/dropout
-grid where its published seed-1 run had the lowest dev loss; ``--running-text`` trains a
+grid where its published seed-1 run had the lowest dev loss (with ``--publish`` that seed-1 run, the
+same command, is read from the sweep point and not trained again); ``--running-text`` trains a
 language-model family on running text streamed across sentence boundaries.  The results page lists
 every registered comparison still to run (``Family.planned``) with the one command that trains it.
 ``--test-src F --test-ref F`` also scores every trained system on a raw parallel test set of your
@@ -108,7 +109,8 @@ def parse_args(argv=None):
                    help="override the scale's learning rate for every system (a sweep point: use its own --out)")
     p.add_argument("--tuned-on-dev", action="store_true",
                    help="each system at the point of the family's learning-rate/dropout grid where its published "
-                        "seed-1 run had the lowest dev loss (the test set is never read)")
+                        "seed-1 run had the lowest dev loss (the test set is never read; with --publish that run "
+                        "stands in for seed 1)")
     p.add_argument("--running-text", action="store_true",
                    help="language-model families: running text streamed across sentence boundaries (the PTB and "
                         "WikiText-2 validation files under DATA_ROOT/lm, cut into contiguous train/dev/test parts)")
@@ -225,6 +227,7 @@ def main(argv=None):
     out = os.path.abspath(os.path.join(a.out, family.name))
     from fairseq_local_repro import extra, page, prepare, run
     from fairseq_local_repro.context import RunContext
+    from fairseq_local_repro.families import sweep_point
     from fairseq_local_repro.plan import plan_options, tuned_on_dev
     from fairseq_local_repro.processes import ReproError, cuda_available, say, stop_children
     from fairseq_local_repro.train import train_command
@@ -241,11 +244,14 @@ def main(argv=None):
         else:
             data = prepare.prepare(family, a.scale, scale, out, a.data_root, a.limit_train, a.limit_eval, a.iwslt_tgz,
                                    running_text=a.running_text)
+        stand_ins = {name: page.publish_dir(a.docs, family.name, sweep_point(t["lr"], t["dropout"]))
+                     for name, t in tuned.items()} if a.publish else {}
         ctx = RunContext(family=family, scale=scale, scale_name=a.scale, out=out,
                          max_epoch=a.max_epoch or scale.max_epoch, max_tokens=a.max_tokens or scale.max_tokens,
                          command=canonical_command(a), cpu=not cuda_available(), data=data,
                          plan=plan_options(family, scale, systems, data), tuned=tuned,
-                         published=page.publish_dir(a.docs, family.name, a.variant) if a.publish else None)
+                         published=page.publish_dir(a.docs, family.name, a.variant) if a.publish else None,
+                         stand_ins=stand_ins)
         for s in systems:
             plan = ctx.plan[s.name]
             params = f"{plan.params:,} parameters" if plan.params else "parameters counted after data preparation"
@@ -271,7 +277,8 @@ def main(argv=None):
         if a.publish:
             path = page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant, run_root=out,
                                 test_ref=data.test_ref, queued=a.queued,
-                                test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None)
+                                test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None,
+                                sources=ctx.published_folders())
             say(f"published to {path}")
     except ReproError as e:
         fail(str(e))

@@ -354,6 +354,17 @@ def output_name(run: dict, kind: str) -> str:
     return f"{run['system']}-s{run['seed']}." + ("nll.gz" if kind == "lm" else "hyp.gz")
 
 
+def published_in(folders: Sequence[str], run: dict) -> Optional[str]:
+    """The first of ``folders`` whose JSON of ``run`` (``<system>-s<seed>.json``) records the same
+    committed outputs (file and sha256) as ``run``: where those outputs are read from."""
+    out = run.get("outputs")
+    for folder in folders if out else ():
+        path = os.path.join(folder, f"{run['system']}-s{run['seed']}.json")
+        if os.path.isfile(path) and read_json(path).get("outputs") == out:
+            return folder
+    return None
+
+
 def folder_stats(folder: str, kind: str) -> Callable[[dict], Optional[np.ndarray]]:
     """``stats_of`` for a published folder: a run's statistics from its committed outputs (None when
     the run has none), checked against the hashes its JSON records."""

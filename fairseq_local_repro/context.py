@@ -79,10 +79,20 @@ class RunContext:
     # with --publish: the folder it writes (docs/results/reproduce/FAMILY[/VARIANT]), whose runs
     # published with this command's settings are read instead of trained again
     published: Optional[str] = None
+    # with --publish --tuned-on-dev: per system, the published folder of its sweep point, whose runs
+    # were trained by the same command (the same seed at the same point) and stand in for the tuned ones
+    stand_ins: Mapping[str, str] = field(default_factory=dict)
 
     def setting(self, system: str) -> Dict[str, float]:
         """The learning rate and dropout ``system`` trains with: its tuned ones, else the scale's."""
         return {"lr": self.scale.lr, "dropout": self.scale.dropout, **self.tuned.get(system, {})}
+
+    def published_folders(self, system: Optional[str] = None) -> List[str]:
+        """The published folders whose runs stand in for training (``run.published_run``): the one
+        ``--publish`` writes, then ``system``'s sweep point (every system's, without ``system``)."""
+        extra = [self.stand_ins[system]] if system in self.stand_ins else (
+            [] if system else sorted(set(self.stand_ins.values())))
+        return ([self.published] if self.published else []) + extra
 
     def run_dir(self, system: str, seed: int) -> str:
         return os.path.join(self.out, f"{system}-s{seed}")

@@ -5,7 +5,7 @@ that :mod:`fairseq_local_repro.compare` tests."""
 import os
 import re
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -118,18 +118,22 @@ def cell_masking(tag: str, data: Data, ckpt: str, out_dir: str, groups, subset: 
     return dict(_analysis(cmd, log, out_json, f"{tag}: cell masking failed"), subset=subset, layer="all")
 
 
-def run_statistics(kind: str, out: str, test_ref: str, published: Optional[str] = None):
+def run_statistics(kind: str, out: str, test_ref: str, published: Sequence[str] = ()):
     """``stats_of`` (fairseq_local_repro.compare.analyse) for the runs under ``out``: per-sentence
     BLEU statistics of ``<run>/test/hyp.txt`` against ``test_ref``, or the ``(nll, tokens)`` of
-    ``<run>/test/sentence_nll.json``; a run with no folder under ``out`` (read from the published
-    folder ``published``) from its committed outputs there (``compare.folder_stats``)."""
+    ``<run>/test/sentence_nll.json``; a run with no folder under ``out`` (read from one of the
+    published folders ``published``) from its committed outputs in the folder that published it
+    (``compare.published_in``, ``compare.folder_stats``)."""
     refs = []
-    from_folder = stats.folder_stats(published, kind) if published else None
+    readers = {}
 
     def stats_of(r: dict):
-        if from_folder is not None and not os.path.isdir(os.path.join(out, f"{r['system']}-s{r['seed']}")):
+        if published and not os.path.isdir(os.path.join(out, f"{r['system']}-s{r['seed']}")):
+            folder = stats.published_in(published, r) or published[0]
+            if folder not in readers:
+                readers[folder] = stats.folder_stats(folder, kind)
             try:
-                return from_folder(r)
+                return readers[folder](r)
             except ValueError as e:
                 raise ReproError(str(e))
         tdir = os.path.join(out, f"{r['system']}-s{r['seed']}", "test")

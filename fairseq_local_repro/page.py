@@ -31,7 +31,7 @@ import os
 import re
 import shutil
 import statistics
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json, write_text
 from fairseq_local_repro import compare as stats
@@ -482,7 +482,7 @@ def publish_dir(docs: str, family: str, variant: Optional[str] = None) -> str:
 
 
 def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, run_root: str = None,
-            test_ref: str = None, queued: List[str] = None, test_src: str = None) -> str:
+            test_ref: str = None, queued: List[str] = None, test_src: str = None, sources: Sequence[str] = ()) -> str:
     """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
     ``<family>/<variant>/``) and rewrite the pages; returns the results page's path.  With
     ``run_root`` (the harness's ``OUT/<family>``) each run's per-sentence test outputs go beside its
@@ -490,7 +490,9 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
     sha256 in the run's JSON, and for a family with ``length_buckets`` the words of each source line of
     ``test_src`` (``test.src_len.gz``); runs scored on another test set than the folder's are refused
     (ReproError).  The folder's statistics are then computed from the committed files
-    (fairseq_local_repro.compare); ``queued`` names the runs still training, shown on the pages."""
+    (fairseq_local_repro.compare); ``queued`` names the runs still training, shown on the pages.  A
+    run read from another published folder of ``sources`` (a sweep point's run standing in for a
+    tuned one) brings its committed outputs from there."""
     import json
 
     dest = publish_dir(docs, comparison["family"], variant)
@@ -529,6 +531,11 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
             name = stats.output_name(r, kind)
             write_gz(os.path.join(dest, name), text)
             r.update(outputs={"file": name, "sha256": stats.sha256_text(text)}, test_ref_sha256=ref_sha)
+        elif stats.published_in([dest], r) is None and stats.published_in(sources, r) is not None:
+            name = r["outputs"]["file"]
+            with open(os.path.join(stats.published_in(sources, r), name), "rb") as src, \
+                    atomic_open(os.path.join(dest, name), "wb") as f:
+                shutil.copyfileobj(src, f)
         write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
     with open(curves_png, "rb") as src, atomic_open(os.path.join(dest, "curves.png"), "wb") as f:
         shutil.copyfileobj(src, f)

@@ -8,15 +8,17 @@ interrupted one resumes from fairseq's ``checkpoint_last.pt``; one whose trainin
 (``train_done.json``) goes straight to evaluation.  With ``--publish``, a run with no folder under
 ``--out`` whose JSON is already published on the clean split, with this command's settings, is
 read from there (its per-sentence outputs from the committed files) and not trained again, so the
-page's command for the runs still missing trains only those on a fresh clone.  A run is worked on by one process at a time: it
-holds an exclusive lock on the run's ``run.lock`` (released by the system when the process ends,
-however it ends), and a second command that reaches the same run stops with one line.
+page's command for the runs still missing trains only those on a fresh clone; with
+``--tuned-on-dev`` so is a run published at its system's sweep point (the same command and seed).
+A run is worked on by one process at a time: it holds an exclusive lock on the run's ``run.lock``
+(released by the system when the process ends, however it ends), and a second command that reaches
+the same run stops with one line.
 """
 import contextlib
 import fcntl
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import List
+from typing import List, Optional
 
 from fairseq_local.file_io import read_json, write_json
 from fairseq_local_repro import compare as stats
@@ -63,17 +65,20 @@ def finished_run(ctx: RunContext, res_path: str):
 PUBLISHED_SETTINGS = ("arch", "options", "scale", "max_tokens", "patience", "lr", "dropout", "clip_norm", "split")
 
 
-def published_run(ctx: RunContext, system: System, seed: int, tag: str):
-    """The run's published JSON (``ctx.published``, the folder ``--publish`` writes) when it stands in
-    for training the run: published on the clean split (``page.published_clean``) with the settings
-    this command trains with, scored on this command's test set, and not stopped by a lower
-    ``--max-epoch`` cap; None when nothing is published.  A published run with other settings is a
-    one-line :class:`ReproError` (it would be overwritten by a run of another setting)."""
+def published_run(ctx: RunContext, system: System, seed: int, tag: str, folder: Optional[str] = None):
+    """The run's published JSON in ``folder`` (by default ``ctx.published``, the folder ``--publish``
+    writes) when it stands in for training the run: published on the clean split
+    (``page.published_clean``) with the settings this command trains with, scored on this command's
+    test set, and not stopped by a lower ``--max-epoch`` cap; None when nothing is published.  In
+    ``ctx.published`` a run with other settings is a one-line :class:`ReproError` (it would be
+    overwritten by a run of another setting); in another folder (a sweep point's) it is None."""
     from fairseq_local_repro.page import published_clean
 
-    path = os.path.join(ctx.published, f"{system.name}-s{seed}.json") if ctx.published else None
+    folder = folder or ctx.published
+    path = os.path.join(folder, f"{system.name}-s{seed}.json") if folder else None
     if path is None or not published_clean(path):
         return None
+    strict = folder == ctx.published
     r = read_json(path)
     plan = ctx.plan[system.name]
     want = {"arch": system.arch, "options": plan.width_options + list(system.options), "scale": ctx.scale_name,
@@ -81,15 +86,21 @@ def published_run(ctx: RunContext, system: System, seed: int, tag: str):
             "clip_norm": ctx.scale.clip_norm, "split": ctx.data.sizes}
     for key in PUBLISHED_SETTINGS:
         if r.get(key) != want[key]:
+            if not strict:
+                return None
             was, now = (" ".join(v) if isinstance(v, list) else v for v in (r.get(key), want[key]))
             raise ReproError(f"{tag}: {path} was published with {key} '{was}', this command trains with '{now}'; "
                              "publish this setting with another --variant")
     if r.get("hit_max_epoch") and ctx.max_epoch > r["max_epoch"]:
+        if not strict:
+            return None
         raise ReproError(f"{tag}: {path} was stopped by the --max-epoch {r['max_epoch']} cap and its checkpoints are "
                          f"not under {ctx.out}; train it on where they are, or publish with another --variant")
     with open(ctx.data.test_ref, encoding="utf-8") as f:
         test_sha = stats.sha256_text(f.read())
     if r.get("test_ref_sha256") and r["test_ref_sha256"] != test_sha:
+        if not strict:
+            return None
         raise ReproError(f"{tag}: {path} was scored on another test set than {ctx.data.test_ref}; "
                          "publish these runs with another --variant")
     return r
@@ -107,11 +118,12 @@ def run_system(ctx: RunContext, system: System, seed: int) -> dict:
         say(f"{tag}: finished earlier ({os.path.join(sdir, 'results.json')}), skipped")
         return earlier
     if not os.path.isdir(sdir):
-        earlier = published_run(ctx, system, seed, tag)
-        if earlier is not None:
-            say(f"{tag}: published earlier ({os.path.join(ctx.published, f'{system.name}-s{seed}.json')}), "
-                "not trained again")
-            return earlier
+        for folder in ctx.published_folders(system.name):
+            earlier = published_run(ctx, system, seed, tag, folder)
+            if earlier is not None:
+                say(f"{tag}: published earlier ({os.path.join(folder, f'{system.name}-s{seed}.json')}), "
+                    "not trained again")
+                return earlier
     with run_lock(tag, sdir, f"{system.name}-s{seed}"):
         return _run_system(ctx, system, seed, tag)
 
@@ -212,7 +224,7 @@ def write_comparison(ctx: RunContext, results: List[dict]) -> dict:
     try:
         comparison["statistics"] = stats.analyse(comparison, results,
                                                  run_statistics(family.kind, ctx.out, ctx.data.test_ref,
-                                                                published=ctx.published))
+                                                                published=ctx.published_folders()))
     except ValueError as e:
         raise ReproError(f"{family.name}: {e}")
     write_json(os.path.join(ctx.out, "comparison.json"), comparison)

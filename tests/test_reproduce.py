@@ -193,6 +193,66 @@ def test_a_fresh_clone_trains_only_the_runs_not_yet_published(smoke, tmp_path):
     assert {q: q.stat().st_mtime_ns for q in fam.iterdir()} == before
 
 
+def test_tuned_seed_1_is_read_from_its_sweep_point_not_trained_again(tmp_path, shared_data):
+    """--tuned-on-dev --publish: a system's seed-1 run published at its chosen sweep point is the same
+    command, so it stands in (JSON and committed outputs copied, statistics from them) and nothing
+    trains; a sweep run with other settings does not stand in (and is no error: it is another folder)."""
+    import shutil
+    import types
+
+    from fairseq_local_repro import compare, families, run as repro_run
+    from fairseq_local_repro.processes import ReproError
+
+    docs = tmp_path / "docs"
+    tiny = ["--data-root", shared_data, "--docs", docs, "--limit-train", "300", "--limit-eval", "24", "--width", "16",
+            "--max-epoch", "1", "--systems", "gencnn"]
+    run("gencnn", "--out", tmp_path / "sweep", *tiny, "--lr", "0.003", "--dropout", "0.3", "--publish",
+        "--variant", "sweep_lr0.003_dropout0.3")
+    root = docs / "results" / "reproduce" / "gencnn"
+    chosen = root / "sweep_lr0.003_dropout0.3"
+    sweep = {n: json.loads((chosen / f"{n}-s1.json").read_text()) for n in ("gencnn", "lstm_lm")}
+    fam = families.FAMILIES["gencnn"]
+    for lr in fam.sweep["lr"]:  # every other point of the grid has a higher dev loss
+        for d in fam.sweep["dropout"]:
+            (root / families.sweep_point(lr, d)).mkdir(exist_ok=True)
+            for name in ("gencnn", "lstm_lm", "fconv_lm"):  # fconv_lm (not selected) everywhere
+                path = root / families.sweep_point(lr, d) / f"{name}-s1.json"
+                if not path.exists():
+                    path.write_text(json.dumps({"dev_loss_bits": 99.0, "split": sweep["gencnn"]["split"]}))
+    p = run("gencnn", "--out", tmp_path / "tuned", *tiny, "--tuned-on-dev", "--publish", "--variant", "tuned")
+    for name in sweep:
+        assert f"gencnn/{name}-s1: published earlier ({chosen / f'{name}-s1.json'}), not trained again" in p.stdout
+    assert ": training" not in p.stdout
+    assert not [d for d in (tmp_path / "tuned" / "gencnn").iterdir() if d.name.endswith("-s1")]
+    tuned = root / "tuned"
+    for name, r in sweep.items():
+        assert json.loads((tuned / f"{name}-s1.json").read_text()) == r  # the sweep run, its command included
+        assert (tuned / r["outputs"]["file"]).read_bytes() == (chosen / r["outputs"]["file"]).read_bytes()
+    (chosen / "fconv_lm-s1.json").unlink()
+    assert compare.analyse_folder(str(tuned)) == compare.analyse_folder(str(chosen))
+    local = json.loads((tmp_path / "tuned" / "gencnn" / "comparison.json").read_text())
+    assert local["statistics"] == compare.analyse_folder(str(tuned))
+
+    # a sweep run published with another setting is not this command's run: None, not an error
+    other = tmp_path / "other"
+    shutil.copytree(chosen, other)
+    r = dict(sweep["gencnn"], max_tokens=sweep["gencnn"]["max_tokens"] + 1)
+    (other / "gencnn-s1.json").write_text(json.dumps(r))
+    data = types.SimpleNamespace(sizes=r["split"], test_ref=str(tmp_path / "tuned" / "gencnn" / "data" / "raw" /
+                                                                "test.txt"))
+    system = next(s for s in fam.systems if s.name == "gencnn")
+    ctx = types.SimpleNamespace(
+        published=str(tuned), plan={"gencnn": types.SimpleNamespace(width_options=sweep["gencnn"]["options"])},
+        scale_name=r["scale"], max_tokens=sweep["gencnn"]["max_tokens"], max_epoch=1, out=str(tmp_path / "x"),
+        scale=types.SimpleNamespace(patience=r["patience"], clip_norm=r["clip_norm"]), data=data,
+        setting=lambda name: {"lr": r["lr"], "dropout": r["dropout"]})
+    assert repro_run.published_run(ctx, system, 1, "t", str(chosen)) == sweep["gencnn"]
+    assert repro_run.published_run(ctx, system, 1, "t", str(other)) is None
+    shutil.copy(other / "gencnn-s1.json", tuned / "gencnn-s1.json")  # in the folder --publish writes: one line
+    with pytest.raises(ReproError, match="was published with max_tokens"):
+        repro_run.published_run(ctx, system, 1, "t")
+
+
 def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
     out, _, _, shared = smoke
     first = json.loads((out / "baseline-s1" / "results.json").read_text())
@@ -691,6 +751,7 @@ def test_a_run_is_worked_on_by_one_process_at_a_time(monkeypatch, tmp_path):
 
     system = families.FAMILIES["lattice"].systems[0]
     ctx = types.SimpleNamespace(family=families.FAMILIES["lattice"], max_epoch=3, published=None,
+                                published_folders=lambda name=None: [],
                                 run_dir=lambda name, seed: str(tmp_path / f"{name}-s{seed}"))
     sdir, tag = tmp_path / f"{system.name}-s1", f"lattice/{system.name}-s1"
     lock = sdir / "run.lock"
