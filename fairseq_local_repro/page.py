@@ -531,10 +531,9 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
             name = stats.output_name(r, kind)
             write_gz(os.path.join(dest, name), text)
             r.update(outputs={"file": name, "sha256": stats.sha256_text(text)}, test_ref_sha256=ref_sha)
-        elif stats.published_in([dest], r) is None and stats.published_in(sources, r) is not None:
+        elif stats.published_in([dest], r) is None and (source := stats.published_in(sources, r)) is not None:
             name = r["outputs"]["file"]
-            with open(os.path.join(stats.published_in(sources, r), name), "rb") as src, \
-                    atomic_open(os.path.join(dest, name), "wb") as f:
+            with open(os.path.join(source, name), "rb") as src, atomic_open(os.path.join(dest, name), "wb") as f:
                 shutil.copyfileobj(src, f)
         write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
     with open(curves_png, "rb") as src, atomic_open(os.path.join(dest, "curves.png"), "wb") as f:
