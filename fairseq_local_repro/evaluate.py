@@ -55,6 +55,15 @@ def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: s
 _WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?::| \| )(\d+) (.*\])$")
 
 
+def word_logprobs(line: str):
+    """``(sample id, [natural-log probability of each word, EOS included, in order])`` of one
+    ``fairseq-eval-lm --output-word-probs`` log line; None for any other line."""
+    m = _WORD_PROBS.search(line.rstrip("\n"))
+    if not m:
+        return None
+    return int(m.group(1)), [float(item.rsplit(" [", 1)[1][:-1]) for item in m.group(2).split("\t")]
+
+
 def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test", bin_dir: Optional[str] = None) -> dict:
     """Test perplexity with fairseq-eval-lm (one sentence, or one block of running text, per sample,
     as trained), and every sample's summed log-probability (``--output-word-probs``) for the
@@ -73,10 +82,9 @@ def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test",
             summary["loss_bits"] = float(text.split(",")[0])
             summary["ppl"] = float(text.split("Perplexity:")[1])
             return
-        m = _WORD_PROBS.search(line.rstrip("\n"))
-        if m:  # natural-log probabilities of each word (EOS included), summed per sentence (nats)
-            lps = [float(item.rsplit(" [", 1)[1][:-1]) for item in m.group(2).split("\t")]
-            sentences[int(m.group(1))] = [-sum(lps), len(lps)]
+        words = word_logprobs(line)
+        if words:  # natural-log probabilities of each word (EOS included), summed per sentence (nats)
+            sentences[words[0]] = [-sum(words[1]), len(words[1])]
 
     if run_logged(cmd, log, on_line) != 0 or "ppl" not in summary:
         raise ReproError(f"{tag}: fairseq-eval-lm failed: {tail(log)} (full log: {log})")
