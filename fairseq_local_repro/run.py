@@ -165,6 +165,7 @@ def _run_system(ctx: RunContext, system: System, seed: int, tag: str) -> dict:
         "params": done["params"] or plan.params, "size_matched_to": plan.size_matched_to,
         "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
         "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx.max_epoch,
+        "resumes": done.get("resumes", []),
         "patience": scale.patience, "max_tokens": ctx.max_tokens, **ctx.setting(system.name),
         "clip_norm": scale.clip_norm, "best_epoch": best["epoch"],
         "dev_loss_bits": best["dev_loss"], "dev_ppl": best["dev_ppl"],

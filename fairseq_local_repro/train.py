@@ -1,6 +1,7 @@
 """Training: fairseq-train on the paper's schedule, resumed from ``checkpoint_last.pt`` when
-interrupted, with one dev point per validation recorded in ``curve.jsonl`` and the reason training
-stopped in ``train_done.json``."""
+interrupted (exactly: the plugin's ``patches/exact_resume.py`` restores the patience count, the
+missed learning-rate step and the batches), with one dev point per validation recorded in
+``curve.jsonl`` and the reason training stopped in ``train_done.json``."""
 import json
 import os
 import shutil
@@ -64,6 +65,23 @@ def read_curve(path: str) -> List[dict]:
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
+def read_resumes(log_path: str) -> List[dict]:
+    """The resumes ``train.log`` records: after which epoch's checkpoint each one continued, and
+    whether that process restored the run's stopping state (the plugin's ``exact_resume`` patch
+    logs the learning-rate step it takes; runs resumed before that patch did not)."""
+    resumes = []
+    if not os.path.isfile(log_path):
+        return resumes
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "| Loaded checkpoint " in line and " (epoch " in line:
+                epoch = int(line.split(" (epoch ")[1].split()[0])
+                resumes.append({"after_epoch": epoch - 1, "stopping_state_restored": False})
+            elif "exact_resume | resumed after epoch" in line and resumes:
+                resumes[-1]["stopping_state_restored"] = True
+    return resumes
+
+
 def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
     """Run (or resume) fairseq-train; record one curve point per validation with the wall time
     accumulated over resumes; return and store ``train_done.json``."""
@@ -108,7 +126,8 @@ def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
     stopped = "early_stop" if state["early_stop"] else "min_lr" if state["min_lr"] else (
         "max_epoch" if curve[-1]["epoch"] >= max_epoch else "unknown")
     done = {"stopped": stopped, "hit_max_epoch": stopped == "max_epoch", "epochs": curve[-1]["epoch"],
-            "updates": curve[-1]["updates"], "wall_s": curve[-1]["wall_s"], "params": state["params"]}
+            "updates": curve[-1]["updates"], "wall_s": curve[-1]["wall_s"], "params": state["params"],
+            "resumes": read_resumes(log)}
     write_json(done_path, done)
     return done
 

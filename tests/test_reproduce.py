@@ -266,6 +266,7 @@ def test_a_capped_run_trains_on_when_the_cap_is_raised(smoke):
     assert last["optimizer_history"][-1]["num_updates"] == r["updates"]
     log = (out / "baseline-s1" / "train.log").read_text()
     assert f"checkpoint_last.pt (epoch 2 @ {first['updates']} updates)" in log  # resumed, not restarted
+    assert first["resumes"] == [] and r["resumes"] == [{"after_epoch": 1, "stopping_state_restored": True}]
     assert "--max-epoch 2" in r["command"]
 
 
