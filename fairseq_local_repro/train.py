@@ -3,6 +3,7 @@ interrupted (exactly: the plugin's ``patches/exact_resume.py`` restores the pati
 missed learning-rate step and the batches), with one dev point per validation recorded in
 ``curve.jsonl`` and the reason training stopped in ``train_done.json``."""
 import json
+import math
 import os
 import shutil
 import sys
@@ -80,6 +81,28 @@ def read_resumes(log_path: str) -> List[dict]:
             elif "exact_resume | resumed after epoch" in line and resumes:
                 resumes[-1]["stopping_state_restored"] = True
     return resumes
+
+
+def schedule_deviations(curve: List[dict], patience: int, shrink: float = 0.5,
+                        threshold: float = 1e-4) -> List[str]:
+    """Where a run's curve leaves the schedule of :func:`train_command`, as an uninterrupted run
+    follows it: each epoch whose dev loss is not below the best so far by ``threshold`` (relative:
+    torch's ``ReduceLROnPlateau``) halves the next epoch's learning rate, and ``patience`` dev losses
+    in a row that are not below the best (fairseq's ``should_stop_early``) end the run.  A run resumed
+    without its stopping state (before ``patches/exact_resume.py``) shows here; [] when it follows it."""
+    found, best, stale, lr = [], None, 0, curve[0]["lr"] if curve else None
+    for i, point in enumerate(curve):
+        if lr is not None and point["lr"] is not None and not math.isclose(point["lr"], lr, rel_tol=1e-9):
+            found.append(f"epoch {point['epoch']} trained at learning rate {point['lr']:g}, the schedule's is {lr:g}")
+            lr = point["lr"]
+        if best is not None and point["dev_loss"] >= best * (1 - threshold) and lr is not None:
+            lr *= shrink
+        stale = 0 if best is None or point["dev_loss"] < best else stale + 1
+        best = point["dev_loss"] if best is None else min(best, point["dev_loss"])
+        if stale == patience and i < len(curve) - 1:
+            found.append(f"trained on after epoch {point['epoch']}, where {patience} dev losses in a row above the "
+                         "best end the run")
+    return found
 
 
 def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
