@@ -100,7 +100,7 @@ def schedule_deviations(curve: List[dict], patience: int, shrink: float = 0.5,
         stale = 0 if best is None or point["dev_loss"] < best else stale + 1
         best = point["dev_loss"] if best is None else min(best, point["dev_loss"])
         if stale == patience and i < len(curve) - 1:
-            found.append(f"trained on after epoch {point['epoch']}, where {patience} dev losses in a row above the "
+            found.append(f"trained on after epoch {point['epoch']}, where {patience} dev losses in a row not below the "
                          "best end the run")
     return found
 

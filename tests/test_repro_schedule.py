@@ -32,7 +32,7 @@ def test_schedule_deviations_of_hand_made_curves():
         "epoch 4 trained at learning rate 0.001, the schedule's is 0.0005"]
     overran = curve((5.0, 1e-3), (4.0, 1e-3), (4.1, 1e-3), (4.2, 5e-4), (4.3, 2.5e-4))
     assert schedule_deviations(overran, patience=2) == [
-        "trained on after epoch 4, where 2 dev losses in a row above the best end the run"]
+        "trained on after epoch 4, where 2 dev losses in a row not below the best end the run"]
     # an equal loss is no improvement for either rule (fairseq compares the logged, rounded losses)
     assert schedule_deviations(curve((5.0, 1e-3), (5.0, 1e-3), (4.0, 1e-3)), patience=2) == [
         "epoch 3 trained at learning rate 0.001, the schedule's is 0.0005"]
