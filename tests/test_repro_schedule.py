@@ -14,9 +14,6 @@ PUBLISHED = os.path.join(REPO, "docs", "results", "reproduce")
 # run -> (the verdict page that explains it, a phrase of that explanation)
 RESUMED_WITHOUT_STATE = {
     "gencnn/streamed/gencnn-s1.json": ("gencnn", "genCNN seed 1 was interrupted twice and resumed"),
-    "gencnn/sweep_lr0.001_dropout0.3/fconv_lm-s1.json": ("gencnn", "`fconv_lm` seed 1 (the sweep run"),
-    "gencnn/tuned/fconv_lm-s1.json": ("gencnn", "`fconv_lm` seed 1 (the sweep run"),
-    "parallel_cells/clean_split/wide1-s1.json": ("parallel_cells", "Wide 1's seed 1 resumed"),
 }
 
 
