@@ -275,7 +275,7 @@ def main(argv=None):
             extra.score_extra_lm(ctx, results, text)
         print(page.table(comparison))
         if a.publish:
-            path = page.publish(comparison, os.path.join(out, "curves.png"), a.docs, a.variant, run_root=out,
+            path = page.publish(comparison, a.docs, a.variant, run_root=out,
                                 test_ref=data.test_ref, queued=a.queued,
                                 test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None,
                                 sources=ctx.published_folders())

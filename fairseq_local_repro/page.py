@@ -481,10 +481,11 @@ def publish_dir(docs: str, family: str, variant: Optional[str] = None) -> str:
     return os.path.join(docs, "results", "reproduce", family, *([variant] if variant else []))
 
 
-def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, run_root: str = None,
+def publish(comparison: dict, docs: str, variant: str = None, run_root: str = None,
             test_ref: str = None, queued: List[str] = None, test_src: str = None, sources: Sequence[str] = ()) -> str:
-    """Copy the comparison's JSON and curves to ``docs/results/reproduce/<family>/`` (a variant's to
-    ``<family>/<variant>/``) and rewrite the pages; returns the results page's path.  With
+    """Copy the comparison's JSON to ``docs/results/reproduce/<family>/`` (a variant's to
+    ``<family>/<variant>/``), draw the curves of every run in that folder, and rewrite the pages;
+    returns the results page's path.  With
     ``run_root`` (the harness's ``OUT/<family>``) each run's per-sentence test outputs go beside its
     JSON (``<system>-s<seed>.hyp.gz`` with the references ``test.ref.gz``, or ``.nll.gz``), with their
     sha256 in the run's JSON, and for a family with ``length_buckets`` the words of each source line of
@@ -536,13 +537,13 @@ def publish(comparison: dict, curves_png: str, docs: str, variant: str = None, r
             with open(os.path.join(source, name), "rb") as src, atomic_open(os.path.join(dest, name), "wb") as f:
                 shutil.copyfileobj(src, f)
         write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
-    with open(curves_png, "rb") as src, atomic_open(os.path.join(dest, "curves.png"), "wb") as f:
-        shutil.copyfileobj(src, f)
     meta = {k: v for k, v in comparison.items() if k not in ("systems", "statistics", "queued")}
     queued = [q for q in queued or [] if not os.path.isfile(os.path.join(dest, q + ".json"))]  # still to come
     if queued:
         meta["queued"] = queued
     write_json(os.path.join(dest, "comparison.json"), meta)
+    # every run of the folder, also those another process published meanwhile
+    draw_curves(load_family(dest), os.path.join(dest, "curves.png"))
     try:
         meta["statistics"] = stats.analyse_folder(dest)
     except ValueError as e:

@@ -64,6 +64,24 @@ def test_masking_table_rows_are_groups_and_the_most_harmful_mask_is_bold():
     assert repro_page.masking_tables({"systems": comparison["systems"][:1]}) == []
 
 
+def test_publish_draws_the_curves_of_every_run_in_the_folder(tmp_path, monkeypatch):
+    """Two processes publishing runs of one comparison, one after the other (``--queued`` names the
+    other's runs): the curves drawn at the second publish show the first's runs too."""
+    family = repro_page.load_family(str(RESULTS / "mc_rnn"))
+    base = next(r for r in family["systems"] if r["system"] == family["baseline"] and r["seed"] == 1)
+    other = next(r for r in family["systems"] if r["system"] != family["baseline"] and r["seed"] == 1)
+    meta = {k: v for k, v in family.items() if k not in ("statistics", "systems")}
+    drawn = []
+    monkeypatch.setattr(repro_page, "draw_curves",
+                        lambda comparison, path: drawn.append(
+                            (path, sorted((r["system"], r["seed"]) for r in comparison["systems"]))))
+    docs = tmp_path / "docs"
+    repro_page.publish({**meta, "systems": [base]}, str(docs), "probe")
+    repro_page.publish({**meta, "systems": [other]}, str(docs), "probe")
+    dest = str(docs / "results" / "reproduce" / "mc_rnn" / "probe" / "curves.png")
+    assert drawn == [(dest, [(base["system"], 1)]), (dest, sorted([(base["system"], 1), (other["system"], 1)]))]
+
+
 def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_path):
     import os
     import shutil
@@ -79,9 +97,7 @@ def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_p
     run = {**base, "command": command, "dev_ppl": 19.5, "test": {**base["test"], "bleu": 31.25, "ci95": 1.3}}
     variant = {**{k: v for k, v in headline.items() if k not in ("statistics", "systems")}, "command": command,
                "scale_notes": headline["scale_notes"] + "; this run overrides --dropout 0.4", "systems": [run]}
-    png = tmp_path / "curves.png"
-    png.write_bytes(b"png")
-    page = Path(repro_page.publish(variant, str(png), str(docs), "dropout_0.4")).read_text()
+    page = Path(repro_page.publish(variant, str(docs), "dropout_0.4")).read_text()
     # the family's own runs are untouched; the variant sits in its own folder
     assert repro_page.load_family(str(fam))["systems"] == headline["systems"]
     assert sorted(p.name for p in (fam / "dropout_0.4").iterdir()) == ["baseline-s1.json", "comparison.json",
@@ -140,10 +156,8 @@ def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(
     ref.write_text("".join(x + "\n" for x in refs))
     comparison = {**{k: v for k, v in repro_page.load_family(str(REPO / "docs" / "results" / "reproduce" / "mc_rnn"))
                      .items() if k not in ("statistics", "systems")}, "systems": runs}
-    png = tmp_path / "curves.png"
-    png.write_bytes(b"png")
     docs = tmp_path / "docs"
-    repro_page.publish(comparison, str(png), str(docs), "probe", run_root=str(root), test_ref=str(ref),
+    repro_page.publish(comparison, str(docs), "probe", run_root=str(root), test_ref=str(ref),
                        queued=["mc_rnn_3-s1", "mc_rnn_3-s2"])
     dest = docs / "results" / "reproduce" / "mc_rnn" / "probe"
     assert compare.read_gz(str(dest / "mc_rnn_3-s1.hyp.gz")).splitlines() == hyps["mc_rnn_3"]
@@ -156,7 +170,7 @@ def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(
     other = tmp_path / "other.en"
     other.write_text("other references\n" * 3)
     with pytest.raises(ReproError, match="scored on another test set"):
-        repro_page.publish({**comparison, "systems": runs[1:]}, str(png), str(docs), "probe",
+        repro_page.publish({**comparison, "systems": runs[1:]}, str(docs), "probe",
                            run_root=str(root), test_ref=str(other))
 
 
@@ -179,11 +193,9 @@ def test_publish_commits_language_model_sentence_scores(tmp_path):
         run = next(r for r in family["systems"] if r["system"] == name and r["seed"] == 1)
         ppl = math.exp(sum(n for n, _ in rows) / sum(t for _, t in rows))
         runs.append({**run, "test": {**run["test"], "ppl": round(ppl, 2)}})
-    png = tmp_path / "curves.png"
-    png.write_bytes(b"png")
     docs = tmp_path / "docs"
     comparison = {**{k: v for k, v in family.items() if k not in ("statistics", "systems")}, "systems": runs}
-    repro_page.publish(comparison, str(png), str(docs), "probe", run_root=str(root),
+    repro_page.publish(comparison, str(docs), "probe", run_root=str(root),
                        test_ref=str(root / "wide1-s1" / "test" / "sentence_nll.json"))
     dest = docs / "results" / "reproduce" / "parallel_cells" / "probe"
     assert json.loads(compare.read_gz(str(dest / "wide3-s1.nll.gz"))) == nll["wide3"]
