@@ -355,6 +355,15 @@ on the shared 2-core machine.
 """
 
 
+NOTHING_TO_RUN = """## Still to run
+
+Nothing: every comparison registered in `fairseq_local_repro/families.py` has all its planned runs
+published (a run split before the overlap check does not count), and every registered family is
+implemented.  What would settle each open question (more seeds, the paper's scale) is in its
+verdict's "To settle it".
+"""
+
+
 def run_hours(root: str, family) -> Dict[str, float]:
     """Per system of ``family``, the median wall time in hours of its published runs under
     ``root/<family>/`` (every variant but the ``probe_*`` ones, which train on cut data); a system
@@ -387,7 +396,7 @@ def _core_hours(value: float) -> str:
 def pending_section(root: str, published: List[str]) -> List[str]:
     """``## Still to run``: every registered comparison (``Family.planned``) with runs not yet
     published, the runs and the one command that trains them; families of the registry with no
-    published comparison; those not implemented."""
+    published comparison; those not implemented.  With none of these, a section that says so."""
     from fairseq_local_repro.families import FAMILIES, PLANNED
 
     lines, total_runs, total_hours = [], 0, 0.0
@@ -414,7 +423,7 @@ def pending_section(root: str, published: List[str]) -> List[str]:
     for name, what in sorted(PLANNED.items()):
         lines += [f"### `{name}`", "", f"{what}: not implemented in the harness yet.", ""]
     if not lines:
-        return []
+        return [NOTHING_TO_RUN]
     total = (f"In all, {total_runs} runs with an estimate: {_core_hours(total_hours)}, or about "
              f"{total_hours / 2:.0f} hours of this 2-core machine.\n") if total_runs else ""
     return [STILL_TO_RUN, *([total] if total else []), *lines]

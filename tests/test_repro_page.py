@@ -349,6 +349,8 @@ def test_the_still_to_run_list_is_the_registry_less_the_published_runs():
                 pending.setdefault(fam.name, set()).add(n)
             assert f"```bash\n{runset.command(fam.name)}\n```" in entry
             assert re.search(r"<!-- doc-test: parse \(.+\) -->\n```bash\n" + re.escape(runset.command(fam.name)), entry)
+    # with nothing left the section stays (the page's promise that no row is still running) and says so
+    assert ("Nothing: every comparison registered" in todo) == (not pending), todo[:300]
     for fam in FAMILIES.values():
         clean = {r.rsplit("-s", 1)[0] for d in [RESULTS / fam.name, *(RESULTS / fam.name).glob("*/")]
                  for r in _clean_runs(d)}
@@ -434,6 +436,20 @@ def test_the_still_to_run_estimate_is_the_median_published_wall_time(tmp_path):
     shown = f"{expected:.1f}" if expected < 10 else f"{expected:.0f}"  # one decimal below ten hours
     assert f"Still to run ({runs} runs, about {shown} core-hours)" in page
     assert repro_page.run_hours(str(tmp_path / "nothing"), fam) == {}
+
+
+def test_the_still_to_run_section_says_so_when_every_planned_run_is_published(tmp_path, monkeypatch):
+    """A registry whose planned runs are all published, with every family implemented, gives a
+    section that says nothing is left, rather than no section (a link to it would land nowhere)."""
+    from fairseq_local_repro import families
+
+    monkeypatch.setattr(families, "FAMILIES", {})
+    monkeypatch.setattr(families, "PLANNED", {})
+    section = "\n".join(repro_page.pending_section(str(tmp_path), []))
+    assert section.startswith("## Still to run\n\nNothing: every comparison registered")
+    monkeypatch.setattr(families, "PLANNED", {"newfam": "Some paper"})
+    section = "\n".join(repro_page.pending_section(str(tmp_path), []))
+    assert "Nothing:" not in section and "### `newfam`" in section
 
 
 def test_the_layer_and_head_entropy_table_shows_each_flow_layer_and_head():
