@@ -19,7 +19,7 @@ simulates null data and checks every test's false-positive rate against its leve
       d0 = score(A) - score(B),   d_r = score(A_r) - score(B_r),
       p  = (1 + #{r : |d_r| >= |d0|}) / (R + 1)
 
-  (R = 1,000; the smallest p is 1/(R+1), shown as "<= 0.001").  The 95% interval of d is the
+  (R = 10,000; the smallest p is 1/(R+1), shown as "<= 0.0001").  The 95% interval of d is the
   percentile interval of a paired bootstrap over sentences (the same resamples for both systems).
   Corpus scores are recomputed from per-sentence sufficient statistics: sacrebleu's BLEU counts
   (13a, case-insensitive, as ``scripts/score.py`` scores) or ``(nll, tokens)`` for perplexity
@@ -39,8 +39,14 @@ simulates null data and checks every test's false-positive rate against its leve
   or three seeds cannot hold its level (three seeds give at most ten distinct resamples per
   system), hence the t reference.
 
-Holm's step-down correction (Holm 1979) adjusts each test's p-values across a family's comparisons
-(per seed for the per-sentence test).
+Holm's step-down correction (Holm 1979) adjusts each test's unrounded p-values across a family's
+comparisons (per seed for the per-sentence test); the JSON stores both rounded to 4 decimals.
+
+**Paper test** (:func:`paper_test`): whether the paper's effect size lies in the seed-level 95%
+interval.  The one-sided paired t-test of H0 "our true difference is at least the paper's, in the
+claim's direction" against "it is smaller": ``t = (mean(d_k) - paper) / (sd(d_k) / sqrt(K))``,
+``p = P(T_{K-1} <= t)`` (signs flipped for a lower-is-better score).  ``p < 0.025`` is the same
+statement as "the paper's effect lies outside the 95% interval, above it".
 """
 import argparse
 import gzip
@@ -55,23 +61,26 @@ import numpy as np
 
 from fairseq_local.file_io import read_json, write_json
 
-N_RESAMPLES = 1000
+N_RESAMPLES = 10_000
 RNG_SEED = 12345
 PROG = "python -m fairseq_local_repro.compare"
 
 # ---- corpus scores from per-sentence sufficient statistics ---------------------------------------
 
 
-def bleu_statistics(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+def bleu_statistics(hyps: Sequence[str], refs: Sequence[str], metric=None) -> np.ndarray:
     """Per-sentence BLEU sufficient statistics (n, 10): hypothesis length, reference length, the
     matching 1-4-gram counts and the hypothesis 1-4-gram counts, as sacrebleu counts them for
-    ``BLEU(lowercase=True, tokenize="13a")``."""
+    ``BLEU(lowercase=True, tokenize="13a")`` (``metric``: such a BLEU built with ``references=[refs]``,
+    whose cached reference n-grams serve every run scored on them)."""
     import sacrebleu
 
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    metric = sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a")
-    return np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
+    if metric is None:
+        metric = sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a")
+        return np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
+    return np.asarray(metric._extract_corpus_statistics(list(hyps), None), dtype=np.float64)
 
 
 def corpus_bleu(totals: np.ndarray) -> np.ndarray:
@@ -111,6 +120,15 @@ def p_floor(n_resamples: int = N_RESAMPLES) -> float:
     return 1.0 / (n_resamples + 1)
 
 
+def bootstrap_weights(n: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(R, n) multiplicities of a bootstrap over n items: row r counts how often each item was drawn
+    in the r-th resample of n draws with replacement (the same distribution as a multinomial with
+    equal cell probabilities, drawn as indices and counted, which is much faster for large R)."""
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    idx += (np.arange(n_resamples) * n)[:, None]
+    return np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+
+
 def sentence_test(a: np.ndarray, b: np.ndarray, score: Callable, n_resamples: int = N_RESAMPLES,
                   rng_seed: int = RNG_SEED) -> dict:
     """Paired approximate randomization of ``score(A) - score(B)`` over the test sentences (rows of
@@ -123,20 +141,23 @@ def sentence_test(a: np.ndarray, b: np.ndarray, score: Callable, n_resamples: in
     d0 = float(score(a.sum(0))[0] - score(b.sum(0))[0])
     swap = rng.integers(0, 2, size=(n_resamples, n)).astype(np.float64)
     moved = swap @ (b - a)
+    del swap
     d = score(a.sum(0) + moved) - score(b.sum(0) - moved)
     p = (1 + int(np.sum(np.abs(d) >= abs(d0) - 1e-9))) / (n_resamples + 1)
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    weights = bootstrap_weights(n, n_resamples, rng)
     boot = score(weights @ a) - score(weights @ b)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return {"delta": d0, "ci95": [float(lo), float(hi)], "p": p, "n_resamples": n_resamples}
 
 
-def score_interval(a: np.ndarray, score: Callable, n_resamples: int = N_RESAMPLES, rng_seed: int = RNG_SEED) -> float:
-    """Half-width of the 95% percentile bootstrap interval of one run's corpus score."""
+def score_interval(a: np.ndarray, score: Callable, n_resamples: int = N_RESAMPLES, rng_seed: int = RNG_SEED,
+                   weights: Optional[np.ndarray] = None) -> float:
+    """Half-width of the 95% percentile bootstrap interval of one run's corpus score (``weights``:
+    bootstrap multiplicities to reuse, as :func:`bootstrap_weights` draws them from ``rng_seed``)."""
     a = np.asarray(a, dtype=np.float64)
-    n = a.shape[0]
-    weights = np.random.default_rng(rng_seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
-    lo, hi = np.percentile(score(weights.astype(np.float64) @ a), [2.5, 97.5])
+    if weights is None:
+        weights = bootstrap_weights(a.shape[0], n_resamples, np.random.default_rng(rng_seed))
+    lo, hi = np.percentile(score(weights @ a), [2.5, 97.5])
     return float((hi - lo) / 2)
 
 
@@ -157,7 +178,24 @@ def seed_t_test(a: Dict[int, float], b: Dict[int, float]) -> Optional[dict]:
     else:
         res = stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds])
         p, t = float(res.pvalue), float(res.statistic)
-    return {"seeds": seeds, "delta": mean, "ci95": [mean - half, mean + half], "t": t, "df": k - 1, "p": p}
+    return {"seeds": seeds, "delta": mean, "ci95": [mean - half, mean + half], "t": t, "df": k - 1, "p": p,
+            "sd": sd}
+
+
+def paper_test(delta: float, sd: float, k: int, paper: float, higher_is_better: bool = True) -> float:
+    """One-sided p of the paper test (module docstring): how likely a mean paired difference as far
+    below the paper's ``paper`` (in the claim's direction: above it for a lower-is-better score) as
+    ``delta`` is, over ``k`` seeds whose differences have standard deviation ``sd``, if the true
+    difference were the paper's."""
+    from scipy import stats
+
+    if k < 2:
+        raise ValueError("paper_test needs two or more paired seeds")
+    sign = 1.0 if higher_is_better else -1.0
+    gap = sign * (delta - paper)  # < 0: ours falls short of the paper's effect
+    if sd == 0.0:
+        return 0.0 if gap < 0 else 1.0
+    return float(stats.t.cdf(gap / (sd / math.sqrt(k)), k - 1))
 
 
 def seeds_for_power(sd: float, delta: float, alpha: float = 0.05, power: float = 0.8, most: int = 10_000) -> int:
@@ -179,9 +217,10 @@ def seeds_for_power(sd: float, delta: float, alpha: float = 0.05, power: float =
 
 
 def two_level_test(a: List[np.ndarray], b: List[np.ndarray], score: Callable, n_resamples: int = N_RESAMPLES,
-                   rng_seed: int = RNG_SEED) -> Optional[dict]:
+                   rng_seed: int = RNG_SEED, weights: Optional[np.ndarray] = None) -> Optional[dict]:
     """The two-level test of the module docstring over the runs ``a`` (one statistics array per
-    seed of system A) and ``b``; None unless both have two or more runs."""
+    seed of system A) and ``b``; None unless both have two or more runs (``weights``: bootstrap
+    multiplicities to reuse, as :func:`bootstrap_weights` draws them from ``rng_seed``)."""
     from scipy import stats
 
     if len(a) < 2 or len(b) < 2:
@@ -192,8 +231,8 @@ def two_level_test(a: List[np.ndarray], b: List[np.ndarray], score: Callable, n_
     sa = np.array([score(x.sum(0))[0] for x in a])
     sb = np.array([score(x.sum(0))[0] for x in b])
     d0 = float(sa.mean() - sb.mean())
-    weights = np.random.default_rng(rng_seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
-    weights = weights.astype(np.float64)
+    if weights is None:
+        weights = bootstrap_weights(n, n_resamples, np.random.default_rng(rng_seed))
     ra = np.stack([score(weights @ x) for x in a], 1)  # R x K_A resampled scores
     rb = np.stack([score(weights @ x) for x in b], 1)
     cov = np.cov(np.concatenate([ra, rb], 1), rowvar=False)
@@ -273,9 +312,10 @@ def analyse(comparison: dict, runs: List[dict], stats_of: Callable[[dict], Optio
             n_resamples: int = N_RESAMPLES, rng_seed: int = RNG_SEED) -> dict:
     """Every statistic the page shows for a family: per system its seeds' scores, mean and sd; per
     comparison the seed-level t-test, the two-level test and the per-sentence test of each seed,
-    each Holm-corrected across the comparisons; per run with outputs the bootstrap half-width of its
-    score.  ``stats_of(run)`` gives a run's per-sentence statistics, or None when they are not
-    available."""
+    each Holm-corrected (on the unrounded p-values) across the comparisons; per run with outputs the
+    bootstrap half-width of its score.  ``stats_of(run)`` gives a run's per-sentence statistics, or
+    None when they are not available.  One set of bootstrap resamples serves every run's interval
+    and every two-level test of the folder (its runs scored the same test sentences)."""
     score, higher = metric_of(comparison.get("kind", "translation"))
     key = "ppl" if comparison.get("kind") == "lm" else "bleu"
     by = {}
@@ -283,6 +323,9 @@ def analyse(comparison: dict, runs: List[dict], stats_of: Callable[[dict], Optio
         by.setdefault(r["system"], {})[r["seed"]] = r
     stats = {(r["system"], r["seed"]): stats_of(r) for r in runs}
     with_outputs = sum(v is not None for v in stats.values())
+    shapes = {v.shape[0] for v in stats.values() if v is not None}
+    weights = (bootstrap_weights(shapes.pop(), n_resamples, np.random.default_rng(rng_seed))
+               if len(shapes) == 1 else None)
     systems = {}
     for s, seeds in by.items():
         scores = [float(seeds[k]["test"][key]) for k in sorted(seeds)]
@@ -291,10 +334,10 @@ def analyse(comparison: dict, runs: List[dict], stats_of: Callable[[dict], Optio
     runs_out = {}
     for (s, k), st in sorted(stats.items()):
         if st is not None:
-            runs_out[f"{s}-s{k}"] = {"score": _r(score(st.sum(0))[0], 2), "ci95": _r(score_interval(st, score, n_resamples,
-                                                                                                      rng_seed), 2),
+            runs_out[f"{s}-s{k}"] = {"score": _r(score(st.sum(0))[0], 2),
+                                     "ci95": _r(score_interval(st, score, n_resamples, rng_seed, weights), 2),
                                      "sentences": int(st.shape[0])}
-    comps = []
+    comps = []  # unrounded until Holm has run
     for a, b in default_comparisons(comparison, list(by)):
         sa = {k: float(r["test"][key]) for k, r in by[a].items()}
         sb = {k: float(r["test"][key]) for k, r in by[b].items()}
@@ -302,35 +345,38 @@ def analyse(comparison: dict, runs: List[dict], stats_of: Callable[[dict], Optio
         better = sum((sa[k] > sb[k]) if higher else (sa[k] < sb[k]) for k in shared)
         entry = {"system": a, "reference": b, "paired_seeds": len(shared), "better_in": better,
                  "delta_of_means": _r(np.mean(list(sa.values())) - np.mean(list(sb.values())), 2)}
-        t = seed_t_test(sa, sb)
-        entry["seed_level"] = None if t is None else {
-            "seeds": t["seeds"], "delta": _r(t["delta"]), "ci95": _r(t["ci95"]), "t": _r(t["t"]), "df": t["df"],
-            "p": _r(t["p"])}
+        entry["seed_level"] = seed_t_test(sa, sb)
         ra = [stats[(a, k)] for k in sorted(by[a])]
         rb = [stats[(b, k)] for k in sorted(by[b])]
-        two = None
+        entry["two_level"] = None
         if all(x is not None for x in ra + rb):
-            two = two_level_test(ra, rb, score, n_resamples, rng_seed)
-        entry["two_level"] = None if two is None else {k: _r(v) for k, v in two.items()}
+            entry["two_level"] = two_level_test(ra, rb, score, n_resamples, rng_seed, weights)
         per = {}
         for k in shared:
             if stats[(a, k)] is not None and stats[(b, k)] is not None:
-                res = sentence_test(stats[(a, k)], stats[(b, k)], score, n_resamples, rng_seed + k)
-                per[str(k)] = {"delta": _r(res["delta"]), "ci95": _r(res["ci95"]), "p": _r(res["p"])}
+                per[str(k)] = sentence_test(stats[(a, k)], stats[(b, k)], score, n_resamples, rng_seed + k)
         entry["per_sentence"] = per
         comps.append(entry)
     # Holm across the family's comparisons, per test (and per seed for the per-sentence test)
     for name in ("seed_level", "two_level"):
         have = [c for c in comps if c[name] is not None]
         for c, adj in zip(have, holm([c[name]["p"] for c in have])):
-            c[name]["p_holm"] = _r(adj)
+            c[name]["p_holm"] = adj
     for k in sorted({k for c in comps for k in c["per_sentence"]}, key=int):
         have = [c for c in comps if k in c["per_sentence"]]
         for c, adj in zip(have, holm([c["per_sentence"][k]["p"] for c in have])):
-            c["per_sentence"][k]["p_holm"] = _r(adj)
+            c["per_sentence"][k]["p_holm"] = adj
+    for c in comps:
+        t = c["seed_level"]
+        c["seed_level"] = None if t is None else {
+            "seeds": t["seeds"], "delta": _r(t["delta"]), "sd": _r(t["sd"]), "ci95": _r(t["ci95"]), "t": _r(t["t"]),
+            "df": t["df"], "p": _r(t["p"]), "p_holm": _r(t["p_holm"])}
+        c["two_level"] = None if c["two_level"] is None else {k: _r(v) for k, v in c["two_level"].items()}
+        c["per_sentence"] = {k: {"delta": _r(v["delta"]), "ci95": _r(v["ci95"]), "p": _r(v["p"]),
+                                 "p_holm": _r(v["p_holm"])} for k, v in c["per_sentence"].items()}
     return {"method": "seed level: paired t-test over seeds; two-level: seed variance + sentence-bootstrap covariance "
                       "of different seeds, Welch t; per sentence: paired approximate randomization; Holm-corrected "
-                      "across the comparisons (fairseq_local_repro.compare)",
+                      "across the comparisons on unrounded p-values (fairseq_local_repro.compare)",
             "n_resamples": n_resamples, "rng_seed": rng_seed, "higher_is_better": higher,
             "runs_with_outputs": with_outputs, "runs": len(runs), "systems": systems, "run_intervals": runs_out,
             "comparisons": comps}
@@ -387,11 +433,15 @@ def folder_stats(folder: str, kind: str) -> Callable[[dict], Optional[np.ndarray
             ref_path = os.path.join(folder, REF_FILE)
             if not os.path.isfile(ref_path):
                 raise ValueError(f"{ref_path}: missing (the test references of the committed hypotheses)")
+            import sacrebleu
+
             ref_text = read_gz(ref_path)
-            refs = (ref_text.splitlines(), sha256_text(ref_text))
+            lines = ref_text.splitlines()
+            refs = (lines, sha256_text(ref_text), sacrebleu.metrics.BLEU(lowercase=True, tokenize="13a",
+                                                                         references=[lines]))
         if run.get("test_ref_sha256") != refs[1]:
             raise ValueError(f"{folder}: {run['system']}-s{run['seed']} was scored on other references than {REF_FILE}")
-        return bleu_statistics(text.splitlines(), refs[0])
+        return bleu_statistics(text.splitlines(), refs[0], refs[2])
 
     return stats_of
 

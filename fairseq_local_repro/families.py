@@ -293,6 +293,8 @@ FAMILIES["gencnn"] = Family(
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
+    # the claim is against the LSTM and against the plain convolutional LM
+    comparisons=(("gencnn", "lstm_lm"), ("fconv_lm", "lstm_lm"), ("gencnn", "fconv_lm")),
     sweep=GENCNN_SWEEP,
     planned=(*sweep_runsets(GENCNN_SWEEP, "every system at one point of the learning-rate/dropout grid, one seed: "
                                           "the dev loss that picks each system's setting"),
@@ -399,7 +401,7 @@ FAMILIES["lattice"] = Family(
     task="lattice_translation",
     # the claim is against the best single segmentation and against characters, and DWL > SWL
     comparisons=(("dwl_gating", "word"), ("dwl_gating", "word_thulac"), ("dwl_gating", "word_snownlp"),
-                 ("dwl_gating", "char"), ("swl_gating", "word"), ("dwl_gating", "swl_gating")),
+                 ("dwl_gating", "char"), ("swl_gating", "word"), ("swl_gating", "char"), ("dwl_gating", "swl_gating")),
     planned=(RunSet("clean_split", 5, "both lattice encoders against the word level of each segmenter and "
                                       "characters, five seeds each, on the clean split"),),
     unavailable={"paper": "the paper's NIST Zh-En data are LDC-licensed and not downloadable: prepare them with "

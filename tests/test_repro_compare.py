@@ -2,6 +2,7 @@
 null data and find a real difference; the vectorised corpus BLEU equals sacrebleu's; Holm's
 correction; the recompute command reproduces the committed statistics."""
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,7 @@ def test_randomization_test_finds_a_real_difference_and_floors_its_p():
     better = bleu_like(n, rng, np.minimum(quality + 0.15, 1.0), ref_len)
     worse = bleu_like(n, rng, quality, ref_len)
     res = compare.sentence_test(better, worse, compare.corpus_bleu, n_resamples=1000)
+    assert compare.N_RESAMPLES >= 10_000  # the published tests; 1,000 here keeps the test fast
     expected = compare.corpus_bleu(better.sum(0))[0] - compare.corpus_bleu(worse.sum(0))[0]
     assert res["delta"] == pytest.approx(expected) and res["delta"] > 5
     assert res["p"] == pytest.approx(1 / 1001)
@@ -191,18 +193,56 @@ def test_p_clause_reads_as_a_sentence():
 
 def test_published_statistics_follow_from_the_run_json():
     """The committed lattice comparison: its seed-level p of DWL vs the word level is the paired
-    t-test of the per-seed BLEU in the runs' JSON, and its Holm value the adjustment over the
-    family's comparisons."""
+    t-test of the per-seed BLEU in the runs' JSON, and its Holm values the adjustment of the
+    unrounded p-values over the family's comparisons."""
     folder = REPO / "docs" / "results" / "reproduce" / "lattice"
     comparison, runs = compare.load_folder(str(folder))
     bleu = {(r["system"], r["seed"]): r["test"]["bleu"] for r in runs}
     stats = comparison["statistics"]
-    dwl = next(c for c in stats["comparisons"] if c["system"] == "dwl_gating" and c["reference"] == "word")
-    expected = compare.seed_t_test({k: bleu[("dwl_gating", k)] for k in (1, 2, 3)},
-                                   {k: bleu[("word", k)] for k in (1, 2, 3)})
-    assert dwl["seed_level"]["p"] == pytest.approx(expected["p"], abs=1e-4)
-    ps = [c["seed_level"]["p"] for c in stats["comparisons"]]
-    assert [c["seed_level"]["p_holm"] for c in stats["comparisons"]] == pytest.approx(compare.holm(ps), abs=1e-4)
+    assert stats["n_resamples"] >= 10_000
+    unrounded = [compare.seed_t_test({k: bleu[(c["system"], k)] for k in (1, 2, 3)},
+                                     {k: bleu[(c["reference"], k)] for k in (1, 2, 3)})["p"]
+                 for c in stats["comparisons"]]
+    dwl = next(i for i, c in enumerate(stats["comparisons"]) if c["system"] == "dwl_gating" and c["reference"] == "word")
+    assert stats["comparisons"][dwl]["seed_level"]["p"] == round(unrounded[dwl], 4)
+    assert [c["seed_level"]["p_holm"] for c in stats["comparisons"]] == [round(x, 4) for x in compare.holm(unrounded)]
+
+
+def test_holm_runs_on_unrounded_p_values():
+    """analyse stores each Holm value as the adjustment of the unrounded p-values, rounded once."""
+    scores = {"base": [30.0, 31.0, 29.0], "a": [30.9, 31.7, 29.6], "b": [30.35, 31.5, 29.1]}
+    runs = [{"system": s, "seed": k, "test": {"bleu": v}} for s, vals in scores.items() for k, v in zip((1, 2, 3), vals)]
+    stats = compare.analyse({"baseline": "base"}, runs, lambda r: None)
+    seeds = lambda s: dict(zip((1, 2, 3), scores[s]))  # noqa: E731
+    exact = compare.holm([compare.seed_t_test(seeds(s), seeds("base"))["p"] for s in ("a", "b")])
+    assert [c["system"] for c in stats["comparisons"]] == ["a", "b"]
+    assert [c["seed_level"]["p_holm"] for c in stats["comparisons"]] == [round(x, 4) for x in exact]
+
+
+def test_bootstrap_weights_draw_n_items_per_resample_uniformly():
+    w = compare.bootstrap_weights(50, 4000, np.random.default_rng(0))
+    assert w.shape == (4000, 50) and (w.sum(1) == 50).all()
+    assert w.mean(0) == pytest.approx(np.ones(50), abs=0.05)  # each item drawn once per resample on average
+    assert w.var(0).mean() == pytest.approx(50 * (1 / 50) * (49 / 50), rel=0.05)  # multinomial variance
+
+
+def test_paper_test_is_the_one_sided_t_test_against_the_papers_effect():
+    """MC-RNN-3 - Baseline-RNN on the clean split: -0.96 BLEU over three seeds with the 95 % interval
+    [-2.06, +0.14]; the paper's +1.2 lies above it, one-sided p about 0.007.  The paper's value on
+    the interval's edge gives p 0.025, and a lower-is-better score flips the direction."""
+    from scipy import stats
+
+    folder = REPO / "docs" / "results" / "reproduce" / "mc_rnn" / "clean_split"
+    comparison, _ = compare.load_folder(str(folder))
+    c = next(c for c in comparison["statistics"]["comparisons"] if c["reference"] == "baseline")
+    s = c["seed_level"]
+    assert s["ci95"] == pytest.approx([-2.06, 0.14], abs=0.01)
+    p = compare.paper_test(s["delta"], s["sd"], len(s["seeds"]), 1.2)
+    assert p == pytest.approx(0.007, abs=0.001)
+    half = stats.t.ppf(0.975, 2) * 0.5 / math.sqrt(3)
+    assert compare.paper_test(1.0, 0.5, 3, 1.0 + half) == pytest.approx(0.025)
+    assert compare.paper_test(-1.0, 0.5, 3, -1.0 - half, higher_is_better=False) == pytest.approx(0.025)
+    assert compare.paper_test(2.0, 0.5, 3, 1.0) > 0.5  # ours above the paper's: no evidence it is smaller
 
 
 def test_recompute_command_reproduces_the_committed_statistics(tmp_path):
@@ -217,11 +257,14 @@ def test_recompute_command_reproduces_the_committed_statistics(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "every p-value and interval equals the committed one" in p.stdout
     assert "lattice: " in p.stdout and "seed-level p" in p.stdout
-    run = root / "lattice" / "word-s2.json"
+    small = tmp_path / "small"  # one folder without outputs is enough for the changed score
+    shutil.copytree(REPO / "docs" / "results" / "reproduce" / "lattice", small / "lattice",
+                    ignore=shutil.ignore_patterns("clean_split"))
+    run = small / "lattice" / "word-s2.json"
     r = json.loads(run.read_text())
     r["test"]["bleu"] = 25.0
     run.write_text(json.dumps(r))
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
+    p = subprocess.run(cmd[:-1] + [str(small)], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert p.returncode == 1 and "lattice: DIFFERS: " in p.stdout and "differ from the committed" in p.stderr
 
 
