@@ -225,7 +225,7 @@ def main(argv=None):
              + ("a translation family" if family.kind != "lm" else "run at --scale paper on PTB"))
     scale = _scale(a, family)
     out = os.path.abspath(os.path.join(a.out, family.name))
-    from fairseq_local_repro import extra, page, prepare, run
+    from fairseq_local_repro import extra, page, prepare, publish, run
     from fairseq_local_repro.context import RunContext
     from fairseq_local_repro.families import sweep_point
     from fairseq_local_repro.plan import plan_options, tuned_on_dev
@@ -244,13 +244,13 @@ def main(argv=None):
         else:
             data = prepare.prepare(family, a.scale, scale, out, a.data_root, a.limit_train, a.limit_eval, a.iwslt_tgz,
                                    running_text=a.running_text)
-        stand_ins = {name: page.publish_dir(a.docs, family.name, sweep_point(t["lr"], t["dropout"]))
+        stand_ins = {name: publish.publish_dir(a.docs, family.name, sweep_point(t["lr"], t["dropout"]))
                      for name, t in tuned.items()} if a.publish else {}
         ctx = RunContext(family=family, scale=scale, scale_name=a.scale, out=out,
                          max_epoch=a.max_epoch or scale.max_epoch, max_tokens=a.max_tokens or scale.max_tokens,
                          command=canonical_command(a), cpu=not cuda_available(), data=data,
                          plan=plan_options(family, scale, systems, data), tuned=tuned,
-                         published=page.publish_dir(a.docs, family.name, a.variant) if a.publish else None,
+                         published=publish.publish_dir(a.docs, family.name, a.variant) if a.publish else None,
                          stand_ins=stand_ins)
         for s in systems:
             plan = ctx.plan[s.name]
@@ -275,10 +275,10 @@ def main(argv=None):
             extra.score_extra_lm(ctx, results, text)
         print(page.table(comparison))
         if a.publish:
-            path = page.publish(comparison, a.docs, a.variant, run_root=out,
-                                test_ref=data.test_ref, queued=a.queued,
-                                test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None,
-                                sources=ctx.published_folders())
+            path = publish.publish(comparison, a.docs, a.variant, run_root=out,
+                                   test_ref=data.test_ref, queued=a.queued,
+                                   test_src=os.path.splitext(data.test_ref)[0] + "." + data.src if data.src else None,
+                                   sources=ctx.published_folders())
             say(f"published to {path}")
     except ReproError as e:
         fail(str(e))

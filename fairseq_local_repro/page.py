@@ -1,208 +1,100 @@
-"""``docs/results.md`` and its per-family appendices, written from the committed JSON.
+"""``docs/results.md`` and its per-family appendices, rendered from the committed JSON.
 
 Everything on the pages is computed from ``docs/results/reproduce/<family>/`` (``comparison.json``
 with the folder's statistics, one ``<system>-s<seed>.json`` per run, sweep points and probes in
-subfolders published with ``--variant NAME``) and the family's ``verdict.md``, so the pages can be
-rewritten without the checkpoints: ``python scripts/reproduce.py --page-only``.
+subfolders published with ``--variant NAME``) and the family's ``verdict.md``
+(:mod:`fairseq_local_repro.verdicts`), so the pages can be rewritten without the checkpoints:
+``python scripts/reproduce.py --page-only``.  The page's prose is the Markdown template
+``templates/results.md``; publishing a comparison is :mod:`fairseq_local_repro.publish`.
 
-``docs/results.md`` opens with one table, a row per paper claim, and then has a short section per
-family (its main comparison with the seed-level and per-sentence tests, and the verdict's summary);
-``docs/results/<family>.md`` holds the rest: every run's provenance, the learning curves, the
-sweeps and probes, and the verdict's analysis.
-
-A ``verdict.md`` starts with four fields, then the summary, then ``## Analysis``::
-
-    **Claim:** M9 beats M1 ...            (the claim, as the table states it)
-    **Paper:** +1.61 BLEU (IWSLT14 ...)   (the paper's number)
-    **Tested:** m9 > m1; dropout_0.4: a > b   (the comparisons the verdict follows, "A > B" read
-                                           as "A is better than B", optionally in a variant folder)
-    **To settle it:** ...                 (what scale, seeds or data would settle the question)
-
-    **Not at this scale.** A few lines ...
-
-    ## Analysis
-    ...
-
-Links in a verdict are relative to ``docs/``.  The verdict word in the table (holds / not at this
-scale / contradicted) is computed from the tested comparisons' seed-level tests, never copied from
-the prose; ``tests/test_repro_page.py`` checks that each summary states the word its test gives.
+``docs/results.md`` opens with one table, a line per tested claim (each family's ``**Tested:**``
+items, its own setting first), then a short section per family (the folders of its tested claims
+with the seed-level and per-sentence tests, the verdict's summary); ``docs/results/<family>.md``
+holds the rest: every run's provenance, the learning curves, the older splits and other settings
+(``**Also tested:**``, with their claim lines), the sweeps and probes, and the verdict's analysis.
 """
 import os
 import re
-import shutil
 import statistics
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from string import Template
+from typing import Dict, List, Optional, Tuple
 
-from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json, write_text
+from fairseq_local.file_io import read_json, write_text
 from fairseq_local_repro import compare as stats
-from fairseq_local_repro.compare import format_p, p_clause
-from fairseq_local_repro.processes import ReproError
-from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables, equal_budget_tables,
-                                        labels, length_bucket_tables, masking_tables, seed_table, summary_table, table)
+from fairseq_local_repro.compare import format_p
+from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables,  # noqa: F401
+                                        equal_budget_tables, labels, length_bucket_tables, masking_tables, seed_table,
+                                        summary_table, table)
+from fairseq_local_repro.verdicts import WORDS, Tested, Verdict, claim_verdict, read_verdict, tested_items
 
-__all__ = ["load_family", "seed_table", "summary_table", "write_page", "draw_curves", "table", "publish", "dagger_note",
-           "equal_budget_tables", "entropy_tables", "masking_tables", "read_verdict", "claim_verdict"]
+__all__ = ["load_family", "seed_table", "summary_table", "write_page", "draw_curves", "table", "dagger_note",
+           "equal_budget_tables", "entropy_tables", "masking_tables", "read_verdict", "claim_verdict", "claim_line"]
 
-SIGNIFICANCE = 0.05
 PAGE = "results.md"
-
-PAGE_HEADER = """# Reproduction results
-
-Does each paper's central claim hold when its models are trained to convergence on real data?  One
-row per claim, at the CPU scale this repository can afford (the verdict follows the seed-level test
-of the comparisons named; the sections below give the tables, the appendices everything else):
-"""
-
-PAGE_LEGEND = """Verdict words: **holds** (seed-level Holm p < 0.05 in the paper's direction), **contradicted**
-(Holm p < 0.05 against it), **not at this scale** (no significant difference, or one seed per system,
-which allows no seed-level test).
-
-Every system was trained by `scripts/reproduce.py` (learning rate halved on a dev plateau, early
-stopping with patience, a max-epoch safety cap reported when hit), one thread per system.  Generated
-from the JSON in `docs/results/reproduce/` by `python scripts/reproduce.py --page-only`.  BLEU is
-detokenized sacrebleu; wall times are on a shared 2-core machine.  Each family's appendix
-(`docs/results/<family>.md`) holds every run's provenance, the learning curves, the sweeps and probes,
-and the analysis.
-
-## The tests
-
-`fairseq_local_repro/compare.py`; every test two-sided, each shown by simulation to hold its level in
-`tests/test_repro_compare.py`:
-
-* *Seed-level test*, which every verdict follows: a paired t-test over seeds of the runs' test scores
-  (seed k of a system against seed k of the other), with the 95% interval of the mean difference.
-  Three seeds give 2 degrees of freedom: only gaps large against the seed-to-seed spread are found.
-* *Two-level test* (seeds and sentences), where every run's test outputs are committed: the
-  between-seed variance plus the between-sentence variance of a paired bootstrap, Welch t reference.
-* *Per-sentence test* of one seed's pair of runs: paired approximate randomization over test
-  sentences, 1,000 resamples (its floor shows as "≤ 0.001").  It sees the test set's sampling error,
-  never the optimizer's: p < 0.05 says "these two runs differ", not "these two systems do".
-* Every test's p-values are Holm-corrected across the family's comparisons ("Holm p").
-
-Every p-value and interval can be recomputed from the committed files (each run's JSON and, where
-published, its test hypotheses `*.hyp.gz` with the references `test.ref.gz`, or its per-sentence
-log-likelihoods `*.nll.gz`):
-
-<!-- doc-test: parse (reads the whole published tree; tests/test_repro_compare.py runs it) -->
-```bash
-python scripts/reproduce.py --recompute
-```
-
-(the same as `python -m fairseq_local_repro.compare --recompute docs/results/reproduce`; it exits with
-status 1 and names every figure that differs from the committed one).  Runs published before outputs
-were kept have their per-seed scores only: their seed-level tests are recomputable, their
-per-sentence tests are not, and the tables say so.
-"""
-
-FIELDS = {"claim": "Claim", "paper": "Paper", "tested": "Tested", "settle": "To settle it"}
-FIELD_RE = re.compile(r"^\*\*(" + "|".join(map(re.escape, FIELDS.values())) + r"):\*\*\s*(.*)$")
-TESTED_RE = re.compile(r"^(?:([\w.]+):\s*)?(\w+)\s*>\s*(\w+)$")
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
-class Verdict(NamedTuple):
-    fields: Dict[str, str]  # claim, paper, tested, settle (the ones given)
-    summary: str  # the lines before "## Analysis"
-    analysis: str  # "## Analysis" and what follows, or ""
+def template(name: str) -> str:
+    """The text of ``templates/<name>.md``."""
+    with open(os.path.join(TEMPLATES, f"{name}.md"), encoding="utf-8") as f:
+        return f.read()
 
 
-def read_verdict(path: str) -> Verdict:
-    """A family's ``verdict.md``: its fields, its summary and its analysis."""
-    if not os.path.isfile(path):
-        return Verdict({}, "", "")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().rstrip("\n").split("\n")
-    fields = {}
-    while lines and (FIELD_RE.match(lines[0]) or (not lines[0].strip() and not fields)):
-        m = FIELD_RE.match(lines.pop(0))
-        if m:
-            fields[next(k for k, v in FIELDS.items() if v == m.group(1))] = m.group(2).strip()
-    cut = next((i for i, line in enumerate(lines) if line.strip() == "## Analysis"), len(lines))
-    return Verdict(fields, "\n".join(lines[:cut]).strip(), "\n".join(lines[cut:]).strip())
+def _num(x: float, unit: str = "") -> str:
+    return f"{x:+.2f}".replace("-", "−") + (f" {unit}" if unit else "")
 
 
-def tested_pairs(verdict: Verdict, path: str) -> List[Tuple[Optional[str], str, str]]:
-    """The ``**Tested:**`` comparisons as (variant or None, better system, other system)."""
-    pairs = []
-    for item in filter(None, (x.strip() for x in verdict.fields.get("tested", "").split(";"))):
-        m = TESTED_RE.match(item)
-        if not m:
-            raise ValueError(f"{path}: **Tested:** '{item}' is not '[variant:] system > system'")
-        variant = m.group(1)
-        if variant and not os.path.isfile(os.path.join(os.path.dirname(path), variant, "comparison.json")):
-            raise ValueError(f"{path}: **Tested:** '{item}' names '{variant}', which has no published comparison")
-        pairs.append(m.groups())
-    return pairs
-
-
-def claim_verdict(comparison: dict, better: str, other: str) -> dict:
-    """The verdict on "``better`` beats ``other``" from the folder's statistics: the word (holds /
-    contradicted when the seed-level Holm p is below 0.05, else not at this scale), the means and
-    their difference in the claim's direction, and the p-values it rests on."""
-    st = comparison.get("statistics") or {}
-    for c in st.get("comparisons", []):
-        if (c["system"], c["reference"]) in ((better, other), (other, better)):
-            break
-    else:
-        raise ValueError(f"{comparison['family']}: no comparison of {better} with {other} in its statistics")
-    sign = 1 if c["system"] == better else -1
-    higher = st.get("higher_is_better", comparison.get("kind") != "lm")
-    a, b = st["systems"][better], st["systems"][other]
-    seed = c["seed_level"]
-    out = {"better": better, "other": other, "mean": a["mean"], "ref_mean": b["mean"],
-           "delta": sign * c["delta_of_means"], "seeds": c["paired_seeds"], "seed_level": seed,
-           "per_sentence": {k: dict(v, delta=sign * v["delta"]) for k, v in c["per_sentence"].items()}}
-    if seed is None:
-        out["word"] = "not at this scale"
-    elif seed["p_holm"] < SIGNIFICANCE:
-        out["word"] = "holds" if (sign * seed["delta"] > 0) == higher else "contradicted"
-    else:
-        out["word"] = "not at this scale"
-    return out
-
-
-def _claim_cells(comparison: dict, v: dict, variant: Optional[str]) -> Tuple[str, str]:
-    """The table's "ours" and "verdict" cells of one tested comparison."""
+def claim_line(comparison: dict, item: Tested, fam: str, variant_note: bool = True) -> str:
+    """One line of a claims table: claim, paper, ours, verdict (with whether the paper's effect is
+    excluded and the p-values the word rests on)."""
+    v = claim_verdict(comparison, item.better, item.other, item.paper, item.relative)
     names = labels(comparison)
     lm = comparison.get("kind") == "lm"
-    rel = f" ({100 * v['delta'] / v['ref_mean']:+.1f} %)" if lm else ""
-    where = f"`{variant}`: " if variant else ""
-    queued = len(comparison.get("queued") or [])
-    ours = (f"{where}{names[v['better']]} {v['mean']:.2f} vs {names[v['other']]} {v['ref_mean']:.2f} "
-            f"{'ppl' if lm else 'BLEU'}, Δ {v['delta']:+.2f}{rel}; {v['seeds']} paired seed{'s' * (v['seeds'] != 1)}"
-            + (f", {queued} run{'s' * (queued != 1)} queued" if queued else ""))
-    s = v["seed_level"]
-    if s is not None:
-        why = f"seed-level {p_clause(s['p'])}, Holm {format_p(s['p_holm'])}"
+    unit = "ppl" if lm else "BLEU"
+    anchor = f"{fam}-{comparison['scale']}-scale"
+    where = f" (`{item.variant}`)" if item.variant and variant_note else ""
+    reading = f", {item.reading}" if item.reading else ""
+    claim = f"[{fam}](#{anchor}){where}: {names[item.better]} > {names[item.other]}{reading}"
+    if item.paper is None:
+        paper = "no number"
+    elif item.relative:
+        paper = f"{item.paper:+.1f} %".replace("-", "−") + f" ({_num(v['paper'], unit)} at our {v['ref_mean']:.2f})"
     else:
-        n_res = (comparison.get("statistics") or {}).get("n_resamples")
-        why = "one seed: no seed-level test" + "".join(
-            f"; seed {k}'s per-sentence Holm p {format_p(p['p_holm'], n_res)}"
-            for k, p in sorted(v["per_sentence"].items()))
-    return ours, f"{where}**{v['word']}** ({why})"
+        paper = _num(item.paper, unit)
+    s = v["seed_level"]
+    if s is None:
+        ours = f"{_num(v['delta'], unit)}, one seed"
+        verdict = f"**{v['word']}**: no seed-level test"
+        return f"| {claim} | {paper} | {ours} | {verdict} |"
+    ci = f"[{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}]".replace("-", "−")
+    rel = f" ({100 * s['delta'] / v['ref_mean']:+.1f} %)".replace("-", "−") if lm else ""
+    ours = f"{_num(s['delta'], unit)} {ci}{rel}; better in {v['better_in']} of {v['seeds']} seeds"
+    why = f"Holm p {format_p(s['p_holm'])}"
+    if v["paper"] is None:
+        excluded = "the paper gives no number"
+    else:
+        excluded = (f"the paper's effect {'excluded' if v['excluded'] else 'not excluded'} "
+                    f"(p {format_p(v['paper_p'])})")
+    return f"| {claim} | {paper} | {ours} | **{v['word']}**: {why}; {excluded} |"
+
+
+CLAIMS_HEAD = ["| claim | paper | ours (95% interval) | verdict |", "|---|---|---|---|"]
 
 
 def claims_table(root: str, families: List[str]) -> List[str]:
-    """The page's opening table: per family its claim, the paper's number, ours, the seed-level
-    verdict with its p-value, and what would settle it."""
-    lines = ["| claim | paper | ours at CPU scale | seed-level verdict | what would settle it |",
-             "|---|---|---|---|---|"]
+    """The page's opening table: a line per ``**Tested:**`` item of every family."""
+    lines = list(CLAIMS_HEAD)
     for fam in families:
         folder = os.path.join(root, fam)
         path = os.path.join(folder, "verdict.md")
-        verdict = read_verdict(path)
-        comparison = load_family(folder)
-        ours, words = [], []
-        for variant, better, other in tested_pairs(verdict, path):
-            c = load_family(os.path.join(folder, variant)) if variant else comparison
-            o, w = _claim_cells(c, claim_verdict(c, better, other), variant)
-            ours.append(o)
-            words.append(w)
-        anchor = f"{fam}-{comparison['scale']}-scale"
-        claim = verdict.fields.get("claim") or comparison["claim"]
-        lines.append(f"| [{fam}](#{anchor}): {claim} | {verdict.fields.get('paper', '–')} "
-                     f"| {'<br>'.join(ours) or '–'} | {'<br>'.join(words) or '–'} "
-                     f"| {verdict.fields.get('settle', '–')} |")
+        for item in tested_items(read_verdict(path), path):
+            c = load_family(os.path.join(folder, item.variant) if item.variant else folder)
+            lines.append(claim_line(c, item, fam))
     return lines + [""]
+
+
+def words_legend() -> str:
+    return "\n".join(f"* **{w}**: {d}." for w, d in WORDS.items())
 
 
 def other_commands(comparison: dict) -> List[str]:
@@ -243,20 +135,30 @@ def _variants(folder: str) -> List[str]:
     return sorted(d for d in os.listdir(folder) if os.path.isfile(os.path.join(folder, d, "comparison.json")))
 
 
+def _main_folders(items: List[Tested]) -> List[str]:
+    """The folders of the tested items, in their order ("" for the family's own folder)."""
+    return list(dict.fromkeys(item.variant or "" for item in items))
+
+
 def family_section(comparison: dict, folder: str, verdict: Verdict, tested: List[str]) -> List[str]:
-    """A family's section of ``docs/results.md``: its main comparison (and the variants its verdict
-    tests) with the seed-level and per-sentence tests, the verdict's summary, the appendix link."""
+    """A family's section of ``docs/results.md``: the folders of its tested claims (``tested``, ""
+    for the family's own) with the seed-level and per-sentence tests, the choices made on dev, the
+    verdict's summary, what would settle it, the appendix link."""
     fam = comparison["family"]
     lines = [f"## {fam} ({comparison['scale']} scale)", "",
-             f"**Paper:** {comparison['paper']}.  **Claim:** {comparison['claim']}.", "",
-             split_line(comparison), "", "Reproduce:", "", *_command(comparison["command"]), *seed_table(comparison)]
+             f"**Paper:** {comparison['paper']}.  **Claim:** {comparison['claim']}.", ""]
+    if verdict.fields.get("dev"):
+        lines += [f"**Chosen on dev:** {verdict.fields['dev']}", ""]
     for name in tested:
-        v = load_family(os.path.join(folder, name))
-        lines += [f"**`{name}`** ({_setting(v)}):", "", split_line(v), "", *_command(v["command"]), *seed_table(v)]
+        v = load_family(os.path.join(folder, name)) if name else comparison
+        title = f"`{name}`" if name else "The family's first runs"
+        lines += [f"**{title}** ({_setting(v)}). {split_line(v)}", "", *_command(v["command"]), *seed_table(v)]
     if verdict.summary:
         lines += ["**Verdict.** " + verdict.summary, ""]
-    lines += [f"Every run's provenance, the learning curves, the sweeps and probes, and the analysis: "
-              f"[results/{fam}.md](results/{fam}.md).", ""]
+    if verdict.fields.get("settle"):
+        lines += [f"**To settle it:** {verdict.fields['settle']}", ""]
+    lines += [f"The older splits, every run's provenance, the learning curves, the sweeps and probes, and the "
+              f"analysis: [results/{fam}.md](results/{fam}.md).", ""]
     return lines
 
 
@@ -265,9 +167,11 @@ def _rebase_links(text: str) -> str:
     return re.sub(r"\]\((?![a-z]+:|#|/)([^)]+)\)", r"](../\1)", text)
 
 
-def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str]) -> List[str]:
-    """``docs/results/<family>.md``: the runs with their provenance, curves and analyses, every
-    sweep point and probe, and the verdict's analysis."""
+def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str],
+             also: Optional[List[Tested]] = None) -> List[str]:
+    """``docs/results/<family>.md``: the claim lines of the older splits and other settings
+    (``also``), the runs with their provenance, curves and analyses, every sweep point and probe,
+    and the verdict's analysis (``tested``: the folders whose tests are on the results page)."""
     fam = comparison["family"]
     sigs = sorted({r["test"].get("signature") or r["test"].get("label", "") for r in comparison["systems"]})
     capped = [r["label"] for r in comparison["systems"] if r["hit_max_epoch"]]
@@ -277,10 +181,19 @@ def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str])
              f"**Data:** {comparison['data']}.", ""]
     if comparison.get("scale_notes"):
         lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
+    if also:
+        lines += ["## Older splits and other settings", "",
+                  "The claim on the family's older split (before the overlap check) and in other settings, in the "
+                  "words of the [results page](../" + PAGE + "):", "", *CLAIMS_HEAD]
+        for item in also:
+            c = load_family(os.path.join(folder, item.variant)) if item.variant else comparison
+            lines.append(claim_line(c, item, fam).replace("](#", f"](../{PAGE}#"))
+        lines.append("")
     runs = table(comparison)
     lines += ["## Runs", "", f"Trained by `{comparison['command']}`"
               + (", except:" if other_commands(comparison) else "."), "", *other_commands(comparison),
               runs, "", *dagger_note(runs),
+              *([] if "" in tested else [split_line(comparison), "", *seed_table(comparison, systems=False)]),
               ("Metric: " if comparison.get("kind") == "lm" else "BLEU signature: ")
               + "; ".join(f"`{s}`" for s in sigs) + ".", "",
               "Max-epoch cap hit by: " + (", ".join(capped) + " (not converged)." if capped else
@@ -336,32 +249,6 @@ def _seeds(seeds: List[int]) -> str:
     if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"seeds {seeds[0]}-{seeds[-1]}"
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
-
-
-STILL_TO_RUN = """## Still to run
-
-The comparisons registered in `fairseq_local_repro/families.py` whose runs are not all published.  A
-run counts once its JSON, split after the overlap check, is in its comparison's folder
-(`docs/results/reproduce/FAMILY/VARIANT/`); runs published before that check are trained again.  Each
-command trains the missing runs (one thread each, two at a time): it skips those already finished
-under its `--out` and those published in its folder with its settings (so on a fresh clone it trains
-only the missing ones), resumes interrupted ones, and publishes the folder, which then appears above
-with its tests.  A run is trained by one command at a time: a second command that reaches a run
-another holds stops with one line (publish the finished runs meanwhile with `--queued
-SYSTEM-sSEED,...`, which leaves the named runs to the other command).  The core-hours are an
-estimate: per run, the median wall time of the same system's published runs in its family (probes on
-cut training data left out; the family's median for a system with none), measured two runs at a time
-on the shared 2-core machine.
-"""
-
-
-NOTHING_TO_RUN = """## Still to run
-
-Nothing: every comparison registered in `fairseq_local_repro/families.py` has all its planned runs
-published (a run split before the overlap check does not count), and every registered family is
-implemented.  What would settle each open question (more seeds, the paper's scale) is in its
-verdict's "To settle it".
-"""
 
 
 def run_hours(root: str, family) -> Dict[str, float]:
@@ -423,10 +310,10 @@ def pending_section(root: str, published: List[str]) -> List[str]:
     for name, what in sorted(PLANNED.items()):
         lines += [f"### `{name}`", "", f"{what}: not implemented in the harness yet.", ""]
     if not lines:
-        return [NOTHING_TO_RUN]
+        return [template("nothing_to_run")]
     total = (f"In all, {total_runs} runs with an estimate: {_core_hours(total_hours)}, or about "
              f"{total_hours / 2:.0f} hours of this 2-core machine.\n") if total_runs else ""
-    return [STILL_TO_RUN, *([total] if total else []), *lines]
+    return [template("still_to_run"), *([total] if total else []), *lines]
 
 
 def pending_line(root: str, family: str) -> List[str]:
@@ -455,110 +342,28 @@ def load_family(folder: str) -> dict:
 
 def write_page(docs: str) -> str:
     """Rewrite ``docs/results.md`` and ``docs/results/<family>.md`` from ``docs/results/reproduce/``
-    (with each family's ``verdict.md``); returns the page's path."""
+    (with each family's ``verdict.md``) through ``templates/results.md``; returns the page's path."""
     root = os.path.join(docs, "results", "reproduce")
     families = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "comparison.json"))) \
         if os.path.isdir(root) else []
-    lines = [PAGE_HEADER]
-    if families:
-        lines += claims_table(root, families)
-    else:
-        lines += ["No comparison has been published yet (`scripts/reproduce.py FAMILY --publish`).", ""]
-    lines.append(PAGE_LEGEND)
+    claims = claims_table(root, families) if families else [
+        "No comparison has been published yet (`scripts/reproduce.py FAMILY --publish`).", ""]
+    sections = []
     for fam in families:
         folder = os.path.join(root, fam)
         path = os.path.join(folder, "verdict.md")
         verdict = read_verdict(path)
-        tested = sorted({variant for variant, _, _ in tested_pairs(verdict, path) if variant})
+        items = tested_items(verdict, path)
+        tested = _main_folders(items) or [""]
         comparison = load_family(folder)
-        lines += family_section(comparison, folder, verdict, tested) + pending_line(root, fam)
+        sections += family_section(comparison, folder, verdict, tested) + pending_line(root, fam)
         write_text(os.path.join(docs, "results", f"{fam}.md"),
-                   "\n".join(appendix(comparison, folder, verdict, tested)).rstrip() + "\n")
-    lines += pending_section(root, families)
+                   "\n".join(appendix(comparison, folder, verdict, tested,
+                                       tested_items(verdict, path, "also"))).rstrip() + "\n")
+    text = Template(template("results")).substitute(
+        claims="\n".join(claims).rstrip(), words=words_legend(), n_resamples=f"{stats.N_RESAMPLES:,}",
+        p_floor=f"{1 / stats.N_RESAMPLES:.3g}", families="\n".join(sections),
+        still_to_run="\n".join(pending_section(root, families)))
     page = os.path.join(docs, PAGE)
-    write_text(page, "\n".join(lines).rstrip() + "\n")
+    write_text(page, text.rstrip() + "\n")
     return page
-
-
-# per-run test fields of an older results.json that the folder's statistics replace (a single-run
-# bootstrap p-value that over-rejects and sees no seed variance): not published
-SUPERSEDED = ("paired_bs_p_vs_baseline", "paired_bs_samples", "bootstrap_mean")
-
-
-def publish_dir(docs: str, family: str, variant: Optional[str] = None) -> str:
-    """The folder ``--publish`` writes a family's comparison to (a variant's below it)."""
-    return os.path.join(docs, "results", "reproduce", family, *([variant] if variant else []))
-
-
-def publish(comparison: dict, docs: str, variant: str = None, run_root: str = None,
-            test_ref: str = None, queued: List[str] = None, test_src: str = None, sources: Sequence[str] = ()) -> str:
-    """Copy the comparison's JSON to ``docs/results/reproduce/<family>/`` (a variant's to
-    ``<family>/<variant>/``), draw the curves of every run in that folder, and rewrite the pages;
-    returns the results page's path.  With
-    ``run_root`` (the harness's ``OUT/<family>``) each run's per-sentence test outputs go beside its
-    JSON (``<system>-s<seed>.hyp.gz`` with the references ``test.ref.gz``, or ``.nll.gz``), with their
-    sha256 in the run's JSON, and for a family with ``length_buckets`` the words of each source line of
-    ``test_src`` (``test.src_len.gz``); runs scored on another test set than the folder's are refused
-    (ReproError).  The folder's statistics are then computed from the committed files
-    (fairseq_local_repro.compare); ``queued`` names the runs still training, shown on the pages.  A
-    run read from another published folder of ``sources`` (a sweep point's run standing in for a
-    tuned one) brings its committed outputs from there."""
-    import json
-
-    dest = publish_dir(docs, comparison["family"], variant)
-    os.makedirs(dest, exist_ok=True)
-    kind = comparison.get("kind", "translation")
-    ref_sha = None
-    if run_root and test_ref and os.path.isfile(test_ref):
-        with open(test_ref, encoding="utf-8") as f:
-            ref_text = f.read()
-        ref_sha = stats.sha256_text(ref_text)
-        mine = {f"{r['system']}-s{r['seed']}.json" for r in comparison["systems"]}
-        for name in sorted(os.listdir(dest)):
-            if name.endswith(".json") and name != "comparison.json" and name not in mine:
-                if read_json(os.path.join(dest, name)).get("test_ref_sha256") != ref_sha:
-                    raise ReproError(f"{dest} holds {name}, scored on another test set than {test_ref}: "
-                                     "publish these runs with another --variant")
-        if kind != "lm":
-            write_gz(os.path.join(dest, stats.REF_FILE), ref_text)
-        from fairseq_local_repro.families import FAMILIES
-
-        fam = FAMILIES.get(comparison["family"])
-        if fam is not None and fam.length_buckets and test_src and os.path.isfile(test_src):
-            with open(test_src, encoding="utf-8") as f:  # source lengths in words, for length_bucket_tables
-                write_gz(os.path.join(dest, SRC_LEN_FILE), "".join(f"{len(line.split())}\n" for line in f))
-    for r in comparison["systems"]:
-        r = dict(r, test={k: v for k, v in r["test"].items() if k not in SUPERSEDED})
-        if comparison.get("split"):
-            r.setdefault("split", comparison["split"])  # every run of the comparison read the same split
-        out = os.path.join(run_root, f"{r['system']}-s{r['seed']}", "test",
-                           "sentence_nll.json" if kind == "lm" else "hyp.txt") if run_root else None
-        if out and os.path.isfile(out):
-            with open(out, encoding="utf-8") as f:
-                text = f.read()
-            if kind == "lm":  # one [nll, tokens] line per sentence: compact and diffable
-                text = "[\n" + ",\n".join(json.dumps(x) for x in json.loads(text)) + "\n]\n"
-            name = stats.output_name(r, kind)
-            write_gz(os.path.join(dest, name), text)
-            r.update(outputs={"file": name, "sha256": stats.sha256_text(text)}, test_ref_sha256=ref_sha)
-        elif stats.published_in([dest], r) is None and (source := stats.published_in(sources, r)) is not None:
-            name = r["outputs"]["file"]
-            with open(os.path.join(source, name), "rb") as src, atomic_open(os.path.join(dest, name), "wb") as f:
-                shutil.copyfileobj(src, f)
-        write_json(os.path.join(dest, f"{r['system']}-s{r['seed']}.json"), r)
-    meta = {k: v for k, v in comparison.items() if k not in ("systems", "statistics", "queued")}
-    queued = [q for q in queued or [] if not os.path.isfile(os.path.join(dest, q + ".json"))]  # still to come
-    if queued:
-        meta["queued"] = queued
-    write_json(os.path.join(dest, "comparison.json"), meta)
-    # every run of the folder, also those another process published meanwhile
-    draw_curves(load_family(dest), os.path.join(dest, "curves.png"))
-    try:
-        meta["statistics"] = stats.analyse_folder(dest)
-    except ValueError as e:
-        raise ReproError(str(e))
-    write_json(os.path.join(dest, "comparison.json"), meta)
-    try:
-        return write_page(docs)
-    except ValueError as e:
-        raise ReproError(str(e))

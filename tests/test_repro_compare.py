@@ -203,7 +203,8 @@ def test_published_statistics_follow_from_the_run_json():
     unrounded = [compare.seed_t_test({k: bleu[(c["system"], k)] for k in (1, 2, 3)},
                                      {k: bleu[(c["reference"], k)] for k in (1, 2, 3)})["p"]
                  for c in stats["comparisons"]]
-    dwl = next(i for i, c in enumerate(stats["comparisons"]) if c["system"] == "dwl_gating" and c["reference"] == "word")
+    dwl = next(i for i, c in enumerate(stats["comparisons"])
+               if c["system"] == "dwl_gating" and c["reference"] == "word")
     assert stats["comparisons"][dwl]["seed_level"]["p"] == round(unrounded[dwl], 4)
     assert [c["seed_level"]["p_holm"] for c in stats["comparisons"]] == [round(x, 4) for x in compare.holm(unrounded)]
 
@@ -211,7 +212,8 @@ def test_published_statistics_follow_from_the_run_json():
 def test_holm_runs_on_unrounded_p_values():
     """analyse stores each Holm value as the adjustment of the unrounded p-values, rounded once."""
     scores = {"base": [30.0, 31.0, 29.0], "a": [30.9, 31.7, 29.6], "b": [30.35, 31.5, 29.1]}
-    runs = [{"system": s, "seed": k, "test": {"bleu": v}} for s, vals in scores.items() for k, v in zip((1, 2, 3), vals)]
+    runs = [{"system": s, "seed": k, "test": {"bleu": v}}
+            for s, vals in scores.items() for k, v in zip((1, 2, 3), vals)]
     stats = compare.analyse({"baseline": "base"}, runs, lambda r: None)
     seeds = lambda s: dict(zip((1, 2, 3), scores[s]))  # noqa: E731
     exact = compare.holm([compare.seed_t_test(seeds(s), seeds("base"))["p"] for s in ("a", "b")])

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from fairseq_local_repro import page as repro_page
+from fairseq_local_repro import publish as repro_publish
+from fairseq_local_repro import verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "reproduce"
@@ -72,12 +74,12 @@ def test_publish_draws_the_curves_of_every_run_in_the_folder(tmp_path, monkeypat
     other = next(r for r in family["systems"] if r["system"] != family["baseline"] and r["seed"] == 1)
     meta = {k: v for k, v in family.items() if k not in ("statistics", "systems")}
     drawn = []
-    monkeypatch.setattr(repro_page, "draw_curves",
+    monkeypatch.setattr(repro_publish, "draw_curves",
                         lambda comparison, path: drawn.append(
                             (path, sorted((r["system"], r["seed"]) for r in comparison["systems"]))))
     docs = tmp_path / "docs"
-    repro_page.publish({**meta, "systems": [base]}, str(docs), "probe")
-    repro_page.publish({**meta, "systems": [other]}, str(docs), "probe")
+    repro_publish.publish({**meta, "systems": [base]}, str(docs), "probe")
+    repro_publish.publish({**meta, "systems": [other]}, str(docs), "probe")
     dest = str(docs / "results" / "reproduce" / "mc_rnn" / "probe" / "curves.png")
     assert drawn == [(dest, [(base["system"], 1)]), (dest, sorted([(base["system"], 1), (other["system"], 1)]))]
 
@@ -97,7 +99,7 @@ def test_a_variant_is_shown_under_its_family_and_does_not_replace_its_runs(tmp_p
     run = {**base, "command": command, "dev_ppl": 19.5, "test": {**base["test"], "bleu": 31.25, "ci95": 1.3}}
     variant = {**{k: v for k, v in headline.items() if k not in ("statistics", "systems")}, "command": command,
                "scale_notes": headline["scale_notes"] + "; this run overrides --dropout 0.4", "systems": [run]}
-    page = Path(repro_page.publish(variant, str(docs), "dropout_0.4")).read_text()
+    page = Path(repro_publish.publish(variant, str(docs), "dropout_0.4")).read_text()
     # the family's own runs are untouched; the variant sits in its own folder
     assert repro_page.load_family(str(fam))["systems"] == headline["systems"]
     assert sorted(p.name for p in (fam / "dropout_0.4").iterdir()) == ["baseline-s1.json", "comparison.json",
@@ -157,7 +159,7 @@ def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(
     comparison = {**{k: v for k, v in repro_page.load_family(str(REPO / "docs" / "results" / "reproduce" / "mc_rnn"))
                      .items() if k not in ("statistics", "systems")}, "systems": runs}
     docs = tmp_path / "docs"
-    repro_page.publish(comparison, str(docs), "probe", run_root=str(root), test_ref=str(ref),
+    repro_publish.publish(comparison, str(docs), "probe", run_root=str(root), test_ref=str(ref),
                        queued=["mc_rnn_3-s1", "mc_rnn_3-s2"])
     dest = docs / "results" / "reproduce" / "mc_rnn" / "probe"
     assert compare.read_gz(str(dest / "mc_rnn_3-s1.hyp.gz")).splitlines() == hyps["mc_rnn_3"]
@@ -170,7 +172,7 @@ def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(
     other = tmp_path / "other.en"
     other.write_text("other references\n" * 3)
     with pytest.raises(ReproError, match="scored on another test set"):
-        repro_page.publish({**comparison, "systems": runs[1:]}, str(docs), "probe",
+        repro_publish.publish({**comparison, "systems": runs[1:]}, str(docs), "probe",
                            run_root=str(root), test_ref=str(other))
 
 
@@ -195,7 +197,7 @@ def test_publish_commits_language_model_sentence_scores(tmp_path):
         runs.append({**run, "test": {**run["test"], "ppl": round(ppl, 2)}})
     docs = tmp_path / "docs"
     comparison = {**{k: v for k, v in family.items() if k not in ("statistics", "systems")}, "systems": runs}
-    repro_page.publish(comparison, str(docs), "probe", run_root=str(root),
+    repro_publish.publish(comparison, str(docs), "probe", run_root=str(root),
                        test_ref=str(root / "wide1-s1" / "test" / "sentence_nll.json"))
     dest = docs / "results" / "reproduce" / "parallel_cells" / "probe"
     assert json.loads(compare.read_gz(str(dest / "wide3-s1.nll.gz"))) == nll["wide3"]
@@ -214,76 +216,168 @@ def _two_systems(kind: str, a_scores, b_scores, p_holm):
     mean = lambda xs: round(sum(xs) / len(xs), 2)  # noqa: E731
     delta = round(mean(a_scores) - mean(b_scores), 2)
     seed = None if p_holm is None else {"delta": delta, "ci95": [delta - 1, delta + 1], "p": p_holm / 2,
-                                        "p_holm": p_holm}
+                                        "p_holm": p_holm, "sd": 0.4, "seeds": list(range(1, len(a_scores) + 1))}
     stats = {"higher_is_better": kind != "lm",
              "systems": {"new": {"mean": mean(a_scores)}, "old": {"mean": mean(b_scores)}},
              "comparisons": [{"system": "new", "reference": "old", "paired_seeds": len(a_scores),
-                              "delta_of_means": delta, "seed_level": seed,
+                              "delta_of_means": delta, "seed_level": seed, "better_in": 0,
                               "per_sentence": {"1": {"delta": 0.5, "p_holm": 0.02}}}]}
     return {"family": "toy", "kind": kind, "systems": runs, "statistics": stats}
 
 
-@pytest.mark.parametrize("kind,a,b,p_holm,better,word", [
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", "holds"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "old", "contradicted"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", "not at this scale"),
-    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", "holds"),  # lower perplexity is better
-    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "old", "contradicted"),
-    ("lm", [30.0], [32.0], None, "new", "not at this scale"),  # one seed: no seed-level test
+@pytest.mark.parametrize("kind,a,b,p_holm,better,paper,word", [
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", 1.2, "holds"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", 4.0, "smaller than the paper's"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "old", 1.2, "contradicted"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", 1.2, "consistent with the paper"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", 4.0, "no effect"),
+    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", None, "not significant"),
+    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", -5.0, "holds"),  # lower perplexity is better
+    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", -20.0, "smaller than the paper's"),
+    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "old", -5.0, "contradicted"),
+    ("lm", [30.0], [32.0], None, "new", -5.0, "one seed"),  # one seed: no seed-level test
 ])
-def test_the_verdict_word_follows_the_seed_level_test_in_the_claims_direction(kind, a, b, p_holm, better, word):
+def test_the_verdict_word_follows_the_seed_level_and_paper_tests(kind, a, b, p_holm, better, paper, word):
     comparison = _two_systems(kind, a, b, p_holm)
     other = "old" if better == "new" else "new"
-    v = repro_page.claim_verdict(comparison, better, other)
-    assert v["word"] == word
+    v = repro_page.claim_verdict(comparison, better, other, paper, relative=kind == "lm")
+    assert v["word"] == word and word in verdicts.WORDS
     sign = 1 if better == "new" else -1
     assert v["delta"] == pytest.approx(sign * (sum(a) / len(a) - sum(b) / len(b)), abs=0.01)
     assert v["per_sentence"]["1"]["delta"] == 0.5 * sign
+    if p_holm is not None and paper is not None:  # excluded exactly when the paper lies outside the interval
+        lo, hi = v["seed_level"]["ci95"]
+        assert v["excluded"] == (not lo <= v["paper"] <= hi)
+        if kind == "lm":  # a relative change of the other system's mean
+            assert v["paper"] == pytest.approx(paper / 100 * (sum(b if better == "new" else a) / len(a)), abs=0.01)
     with pytest.raises(ValueError, match="toy: no comparison of new with nobody"):
         repro_page.claim_verdict(comparison, "new", "nobody")
 
 
 def test_a_verdict_file_gives_fields_summary_and_analysis(tmp_path):
     path = tmp_path / "verdict.md"
-    path.write_text("**Claim:** A beats B\n**Paper:** +1.0 BLEU\n**Tested:** a > b; probe_x: a > c\n"
+    path.write_text("**Claim:** A beats B\n**Paper:** +1.0 BLEU\n**Tested:** a > b (paper +1.0); probe_x: a > c "
+                    "(paper −5.9 %; slice reading)\n**Also tested:** a > c (paper none)\n**Chosen on dev:** nothing\n"
                     "**To settle it:** more seeds\n\n**Holds.** Short.\nSecond line.\n\n## Analysis\n\n"
                     "*Why.* See [mc_rnn.md](mc_rnn.md), [web](https://x.org/) and [here](#anchor).\n")
     v = repro_page.read_verdict(str(path))
-    assert v.fields == {"claim": "A beats B", "paper": "+1.0 BLEU", "tested": "a > b; probe_x: a > c",
+    assert v.fields == {"claim": "A beats B", "paper": "+1.0 BLEU", "also": "a > c (paper none)", "dev": "nothing",
+                        "tested": "a > b (paper +1.0); probe_x: a > c (paper −5.9 %; slice reading)",
                         "settle": "more seeds"}
     assert v.summary == "**Holds.** Short.\nSecond line."
     assert v.analysis.startswith("## Analysis\n\n*Why.*")
-    with pytest.raises(ValueError, match="'probe_x: a > c' names 'probe_x', which has no published comparison"):
-        repro_page.tested_pairs(v, str(path))
+    with pytest.raises(ValueError, match="names 'probe_x', which has no published comparison"):
+        verdicts.tested_items(v, str(path))
     (tmp_path / "probe_x").mkdir()
     (tmp_path / "probe_x" / "comparison.json").write_text("{}")
-    assert repro_page.tested_pairs(v, str(path)) == [(None, "a", "b"), ("probe_x", "a", "c")]
+    assert verdicts.tested_items(v, str(path)) == [verdicts.Tested(None, "a", "b", 1.0, False, None),
+                                                   verdicts.Tested("probe_x", "a", "c", -5.9, True, "slice reading")]
+    assert verdicts.tested_items(v, str(path), "also") == [verdicts.Tested(None, "a", "c", None, False, None)]
     # the appendix lives one folder down: relative links are rebased, others kept
     assert repro_page._rebase_links(v.analysis).endswith(
         "See [mc_rnn.md](../mc_rnn.md), [web](https://x.org/) and [here](#anchor).")
-    bad = v._replace(fields={"tested": "a beats b"})
-    with pytest.raises(ValueError, match="verdict.md: \\*\\*Tested:\\*\\* 'a beats b' is not"):
-        repro_page.tested_pairs(bad, str(path))
+    for bad in ("a beats b", "a > b"):  # no paper effect: every tested claim names the paper's
+        with pytest.raises(ValueError, match=f"verdict.md: \\*\\*Tested:\\*\\* '{bad}' is not"):
+            verdicts.tested_items(v._replace(fields={"tested": bad}), str(path))
     assert repro_page.read_verdict(str(tmp_path / "missing.md")) == repro_page.Verdict({}, "", "")
 
 
-def test_every_committed_verdict_states_the_word_its_seed_level_test_gives():
+def test_every_committed_verdict_states_the_words_its_tests_give():
     """The prose cannot claim more than the statistics: each verdict's bold opening names the word
-    computed for every comparison it tests, and each family's verdict tests at least one."""
+    computed for every claim it tests, and each family's verdict tests at least one."""
     import re
 
     for folder in sorted(p.parent for p in RESULTS.glob("*/comparison.json")):
         path = folder / "verdict.md"
         verdict = repro_page.read_verdict(str(path))
-        assert set(verdict.fields) == {"claim", "paper", "tested", "settle"}, path
-        opening = re.match(r"\*\*(.+?)\*\*", verdict.summary).group(1).lower()
-        pairs = repro_page.tested_pairs(verdict, str(path))
-        assert pairs, path
-        for variant, better, other in pairs:
-            comparison = repro_page.load_family(str(folder / variant) if variant else str(folder))
-            word = repro_page.claim_verdict(comparison, better, other)["word"]
-            assert word in opening, (path, variant, better, other, word, opening)
+        assert {"claim", "paper", "tested", "dev", "settle"} <= set(verdict.fields), path
+        opening = re.match(r"\*\*(.+?)\*\*", verdict.summary, re.S).group(1).lower().replace("\n", " ")
+        items = verdicts.tested_items(verdict, str(path))
+        assert items, path
+        for item in items + verdicts.tested_items(verdict, str(path), "also"):
+            comparison = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
+            word = repro_page.claim_verdict(comparison, item.better, item.other, item.paper, item.relative)["word"]
+            if item in items:
+                assert word in opening, (path, item, word, opening)
         assert len(verdict.summary.splitlines()) <= 8, f"{path}: the summary is a few lines; the rest is analysis"
+
+
+def _figures(folder: Path) -> list:
+    """Every figure a family's prose may quote: each number in its committed JSON (statistics, run
+    scores, dev perplexities, parameters in millions, means of dev perplexity over the first k seeds),
+    and each tested claim's paper effect, paper test and relative change."""
+    import glob
+    import statistics as st
+
+    out = []
+
+    def walk(x):
+        if isinstance(x, bool):
+            return
+        if isinstance(x, (int, float)):
+            out.append(float(x))
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for path in glob.glob(str(folder / "**" / "*.json"), recursive=True):
+        data = json.loads(Path(path).read_text())
+        if path.endswith("comparison.json"):
+            walk(data.get("statistics"))
+        else:
+            walk(data.get("test"))
+            out += [data.get("dev_ppl") or 0.0, data.get("params", 0) / 1e6, data.get("dropout") or 0.0]
+    for comp in [folder, *sorted(p.parent for p in folder.glob("*/comparison.json"))]:
+        runs = {}
+        for p in comp.glob("*-s*.json"):
+            r = json.loads(p.read_text())
+            runs.setdefault(r["system"], {})[r["seed"]] = r.get("dev_ppl")
+        for seeds in runs.values():
+            ks = sorted(seeds)
+            out += [st.mean(seeds[k] for k in ks[:n]) for n in range(1, len(ks) + 1) if None not in seeds.values()]
+    verdict = repro_page.read_verdict(str(folder / "verdict.md"))
+    for field in ("tested", "also"):
+        for item in verdicts.tested_items(verdict, str(folder / "verdict.md"), field):
+            c = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
+            v = repro_page.claim_verdict(c, item.better, item.other, item.paper, item.relative)
+            out += [x for x in (item.paper, v["paper"], v["paper_p"]) if x is not None]
+            if v["seed_level"]:
+                out.append(100 * v["seed_level"]["delta"] / v["ref_mean"])
+    return out
+
+
+def test_every_number_in_a_verdict_summary_is_in_the_committed_json():
+    """No sentence can outlive its numbers: every decimal in a verdict's summary and in its
+    "Chosen on dev" is, at the precision shown, a figure of the family's committed JSON (or its
+    claims' paper effects and paper tests)."""
+    import re
+
+    for folder in sorted(p.parent for p in RESULTS.glob("*/comparison.json")):
+        verdict = repro_page.read_verdict(str(folder / "verdict.md"))
+        figures = _figures(folder)
+        for text in (verdict.summary, verdict.fields.get("dev", "")):
+            for m in re.finditer(r"(?<![\w.])[−+-]?(\d+\.\d+)", text):
+                shown = m.group(1)
+                digits = len(shown.split(".")[1])
+                assert any(round(abs(x), digits) == float(shown) for x in figures), \
+                    f"{folder.name}/verdict.md quotes {shown} (…{text[max(0, m.start() - 60):m.end() + 20]}…), " \
+                    "which no committed figure gives"
+
+
+def test_the_claims_table_says_for_every_claim_whether_the_papers_effect_is_excluded():
+    page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    rows = page.split("| claim | paper | ours (95% interval) | verdict |\n|---|---|---|---|\n")[1].split("\n\n")[0]
+    rows = rows.splitlines()
+    assert len(rows) == sum(len(verdicts.tested_items(repro_page.read_verdict(str(p)), str(p)))
+                            for p in RESULTS.glob("*/verdict.md"))
+    for row in rows:
+        assert "excluded (p" in row or "the paper gives no number" in row, row
+    for word in verdicts.WORDS:  # the words are defined once, on the page
+        assert page.count(f"* **{word}**: ") == 1
+    assert len(page.splitlines()) <= 350
 
 
 def test_every_link_of_the_generated_pages_resolves(tmp_path):
