@@ -19,8 +19,16 @@ so that, before any model is built:
   warning (every window then starts from a zero state: a different perplexity);
 
 and a weight-shape mismatch names the checkpoint, the first mismatching parameter and the data
-directory whose dictionaries it does not fit.  Without ``task`` (the hub) the checkpoint's own
-task is used and only the shape check applies.
+directory whose dictionaries it does not fit; dictionaries of the same size but other entries are
+caught by their fingerprint (``dictionary_fingerprint.py``).  Without ``task`` (the hub) the
+checkpoint's own task is used: only the shape and fingerprint checks apply, against the task the
+hub sets up.
+
+``Trainer.load_checkpoint`` (fairseq-train resuming from ``checkpoint_last.pt``, ``--restore-file``,
+``--finetune-from-model``) gets the fingerprint check against the training task, and a checkpoint
+whose weights do not fit the model the run builds (another ``--arch`` or other sizes in the same
+``--save-dir``: fairseq's "Cannot load model parameters" after a long traceback) is one line naming
+what the checkpoint holds, the first mismatching weight and the fix.
 """
 import functools
 import logging
@@ -28,11 +36,12 @@ import os
 import re
 
 from fairseq_local.errors import CheckpointError, prog_name
+from fairseq_local.patches import dictionary_fingerprint
 
 logger = logging.getLogger(__name__)
 
 _STATE = {}
-_CONTEXT = []  # one entry per load_model_ensemble_and_task in progress: {"task", "path"}
+_CONTEXT = []  # one entry per load in progress: {"task", "path"} (+ "train_task", "states")
 
 
 def _pt_files(path: str) -> str:
@@ -124,28 +133,51 @@ _SIZE_RE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape t
                       r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
 
 
-def _state_dict_error(path, task, err, arg_overrides=None) -> CheckpointError:
-    data = getattr(getattr(task, "cfg", None), "data", None) or (arg_overrides or {}).get("data")
+def _mismatch(err):
+    """``(detail, is_size)`` of a ``load_state_dict`` error: the first mismatching weight and its shapes,
+    or the missing / unexpected weights."""
     m = _SIZE_RE.search(str(err))
     if m:
-        name, ck, here = m.group(1), m.group(2).replace(", ", " x "), m.group(3).replace(", ", " x ")
+        return (f"{m.group(1)} is {m.group(2).replace(', ', ' x ')} in the checkpoint but "
+                f"{m.group(3).replace(', ', ' x ')} here"), True
+    missing = re.search(r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)", str(err))
+    if missing:
+        return f"{missing.group(1).lower()} weights {missing.group(2)[:120]}", False
+    return (str(err).splitlines() or [type(err).__name__])[0], False
+
+
+def _state_dict_error(path, task, err, arg_overrides=None) -> CheckpointError:
+    data = getattr(getattr(task, "cfg", None), "data", None) or (arg_overrides or {}).get("data")
+    detail, is_size = _mismatch(err)
+    if is_size:
         where = f"the dictionaries of {data}" if data else "this data"
         return CheckpointError(
-            f"{path} does not fit {where}: {name} is {ck} in the checkpoint but {here} here (trained with "
-            "other dictionaries or languages?); give the data directory the checkpoint was trained with")
-    missing = re.search(r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)", str(err))
-    detail = f"{missing.group(1).lower()} weights {missing.group(2)[:120]}" if missing else str(err).splitlines()[0]
+            f"{path} does not fit {where}: {detail} (trained with other dictionaries or languages?); give the data "
+            "directory the checkpoint was trained with")
     return CheckpointError(f"{path} does not fit the model its configuration builds here ({detail}); was it "
                            "trained with another version of the model or another --user-dir?")
+
+
+def _resume_error(path, state, trainer, err) -> CheckpointError:
+    """fairseq-train's checkpoint whose weights do not fit the model this run builds."""
+    from fairseq_local.safe_loading import state_model
+
+    arch, _, task = state_model(state) if state is not None else (None, None, None)
+    now = getattr(getattr(trainer.cfg, "model", None), "_name", None) or getattr(trainer.cfg.model, "arch", None)
+    held = f"{path} holds a '{arch}' model (trained with --task {task})" if arch else f"{path} holds a model"
+    return CheckpointError(f"{held} that does not fit the '{now}' model this run builds ({_mismatch(err)[0]}): resume "
+                           "with the options and data it was trained with, or train the new model in another --save-dir")
 
 
 def install():
     if _STATE:
         return
     from fairseq import checkpoint_utils
+    from fairseq.trainer import Trainer
 
     load_ensemble = checkpoint_utils.load_model_ensemble_and_task
     load_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
+    trainer_load = Trainer.load_checkpoint
 
     @functools.wraps(load_to_cpu)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
@@ -153,8 +185,12 @@ def install():
         if _CONTEXT:
             context = _CONTEXT[-1]
             context["path"] = path
+            context.setdefault("states", []).append((path, state))
             if context["task"] is not None:
                 check_fits_task(path, state, context["task"])
+                dictionary_fingerprint.check(path, state, context["task"])
+            if context.get("train_task") is not None:
+                dictionary_fingerprint.check(path, state, context["train_task"])
         return state
 
     @functools.wraps(load_ensemble)
@@ -167,7 +203,13 @@ def install():
         try:
             if state is not None and task is not None and filenames:
                 check_fits_task(filenames[0], state, task)
-            return load_ensemble(filenames, arg_overrides, task, strict, suffix, num_shards, state)
+                dictionary_fingerprint.check(filenames[0], state, task)
+            out = load_ensemble(filenames, arg_overrides, task, strict, suffix, num_shards, state)
+            if task is None:  # the hub: the task set up from the checkpoint and data_name_or_path
+                data = (arg_overrides or {}).get("data")
+                for path, loaded in _CONTEXT[-1].get("states", []):
+                    dictionary_fingerprint.check(path, loaded, out[2], data)
+            return out
         except RuntimeError as err:
             if "Error(s) in loading state_dict" not in str(err):
                 raise
@@ -175,6 +217,22 @@ def install():
         finally:
             _CONTEXT.pop()
 
-    _STATE.update(load_ensemble=load_ensemble, load_to_cpu=load_to_cpu)
+    @functools.wraps(trainer_load)
+    def load_checkpoint(self, filename, *args, **kwargs):
+        _CONTEXT.append({"task": None, "train_task": self.task, "path": filename})
+        try:
+            return trainer_load(self, filename, *args, **kwargs)
+        except Exception as err:
+            cause = err.__context__
+            if type(err) is not Exception or not str(err).startswith("Cannot load model parameters") or \
+                    not isinstance(cause, RuntimeError):
+                raise
+            states = _CONTEXT[-1].get("states") or [(filename, None)]
+            raise _resume_error(filename, states[-1][1], self, cause) from None
+        finally:
+            _CONTEXT.pop()
+
+    _STATE.update(load_ensemble=load_ensemble, load_to_cpu=load_to_cpu, trainer_load=trainer_load)
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
     checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
+    Trainer.load_checkpoint = load_checkpoint

@@ -15,6 +15,12 @@ fairseq-generate, fairseq-interactive, fairseq-eval-lm, Hydra) looks the functio
 ``data_utils`` module at call time, and modules that imported it by name before the plugin was
 loaded get the wrapper too.  The multiple only aligns batch sizes for fp16 tensor cores; a smaller
 last batch is correct in training as well (distributed ranks shard batches, not sentences).
+
+A ``--max-tokens`` smaller than a sentence is one line naming the option and the length it needs:
+fairseq-train skips the training sentences longer than ``--max-tokens`` (with a warning) and
+stops with "The dataset is empty" after a traceback when that is all of them
+(``FairseqTask.filter_indices_by_size`` is wrapped for that), and validation, ``fairseq-generate``
+and ``-eval-lm`` fail in the Cython batcher ("Sentences lengths should not exceed max_tokens").
 """
 import functools
 import logging
@@ -22,9 +28,26 @@ import sys
 
 import numpy as np
 
+from fairseq_local.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 _MARK = "_fairseq_local_complete_batches"
+_MAX_TOKENS = "_fairseq_local_max_tokens"  # dataset attribute: the --max-tokens of its batch iterator
+
+
+def _sizes(indices, num_tokens_fn, num_tokens_vec):
+    if num_tokens_vec is not None:
+        return np.asarray(num_tokens_vec)
+    return np.fromiter((num_tokens_fn(i) for i in indices), dtype=np.int64, count=len(indices))
+
+
+def too_long(max_tokens, sizes) -> ConfigError:
+    """A --max-tokens smaller than some of the ``sizes`` (tokens per sentence)."""
+    longest, over = int(sizes.max()), int((sizes > max_tokens).sum())
+    return ConfigError(f"--max-tokens {max_tokens} is smaller than {over} of the {len(sizes)} sentences of this "
+                       f"split (the longest has {longest} tokens): raise --max-tokens (validation: --max-tokens-valid) "
+                       f"to at least {longest}")
 
 
 def complete(batch_by_size):
@@ -40,8 +63,13 @@ def complete(batch_by_size):
             num_tokens_vec = np.fromiter(num_tokens_vec, dtype=np.int64, count=-1)
         if len(indices) == 0:  # fairseq would fail on b[-1] (every sentence filtered out, say)
             return []
-        batches = batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
-                                required_batch_size_multiple, fixed_shapes)
+        try:
+            batches = batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
+                                    required_batch_size_multiple, fixed_shapes)
+        except AssertionError as err:  # data_utils_fast: "Sentences lengths should not exceed max_tokens=N"
+            if "should not exceed max_tokens" not in str(err) or max_tokens is None:
+                raise
+            raise too_long(int(max_tokens), _sizes(indices, num_tokens_fn, num_tokens_vec)) from None
         n_batched = sum(len(b) for b in batches)
         if n_batched == len(indices):
             return batches
@@ -62,9 +90,46 @@ def complete(batch_by_size):
     return batch_by_size_keeping_all
 
 
+def _install_filter():
+    """fairseq-train: training sentences longer than --max-tokens are skipped; all of them: one line."""
+    from fairseq.tasks import FairseqTask
+
+    get_iterator, filter_by_size = FairseqTask.get_batch_iterator, FairseqTask.filter_indices_by_size
+    if getattr(filter_by_size, _MARK, False):
+        return
+
+    @functools.wraps(get_iterator)
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        max_tokens = kwargs.get("max_tokens", args[0] if args else None)
+        try:
+            setattr(dataset, _MAX_TOKENS, max_tokens)
+        except AttributeError:  # pragma: no cover - a dataset with __slots__
+            pass
+        return get_iterator(self, dataset, *args, **kwargs)
+
+    @functools.wraps(filter_by_size)
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        kept = filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        if len(indices) == 0 or len(kept) > 0:
+            return kept
+        max_tokens = getattr(dataset, _MAX_TOKENS, None)
+        sizes = np.array([dataset.num_tokens(i) for i in indices], dtype=np.int64)
+        if max_tokens is not None and int(sizes.min()) > max_tokens:
+            raise too_long(int(max_tokens), sizes)
+        raise ConfigError(f"every one of the {len(indices)} sentences of this split is longer than the model allows "
+                          f"(max positions {max_positions}; the shortest has {int(sizes.min())} tokens): raise the "
+                          "model's --max-source-positions / --max-target-positions (or --tokens-per-sample)")
+
+    setattr(filter_indices_by_size, _MARK, True)
+    FairseqTask.get_batch_iterator = get_batch_iterator
+    FairseqTask.filter_indices_by_size = filter_indices_by_size
+
+
 def install():
     """Replace ``fairseq.data.data_utils.batch_by_size`` (and every module-level alias of it)."""
     from fairseq.data import data_utils
+
+    _install_filter()
 
     original = data_utils.batch_by_size
     if getattr(original, _MARK, False):

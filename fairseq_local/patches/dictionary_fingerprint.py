@@ -1,0 +1,96 @@
+"""Every checkpoint records which dictionaries it was trained with, and is refused with other ones.
+
+A model's embedding and output rows are indexed by its dictionaries' entries.  fairseq notices
+other dictionaries only when their size differs (``size mismatch`` in ``load_state_dict``): a
+checkpoint decoded with the dictionary of another corpus of the same size (two ``--nwords 8000``
+corpora, two sentencepiece models of one ``--bpe-size``) maps every word to another row and
+"translates" with exit status 0.  :func:`install` wraps ``Trainer.save_checkpoint`` to store, in
+every checkpoint's extra state (``dictionaries``), the size and a SHA-256 of the entries in order
+of each dictionary of the task (``source`` and ``target``; a language model's input and output
+dictionaries).  Wherever a checkpoint meets a data directory (``fairseq-generate``,
+``-interactive``, ``-eval-lm``, ``-validate``, the hub, resuming or fine-tuning in fairseq-train:
+see ``checkpoint_fit.py``), :func:`check` compares them with the task's dictionaries and stops
+with one line naming the checkpoint and the data directory.  A checkpoint written before this
+patch has no fingerprint and is used as before (its size is still checked by fairseq).
+"""
+import functools
+import hashlib
+
+from fairseq_local.errors import CheckpointError
+
+KEY = "dictionaries"
+_STATE = {}
+
+
+def fingerprint(dictionary) -> dict:
+    """Size and SHA-256 of ``dictionary``'s entries in index order."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
+    return {"size": len(dictionary), "sha256": digest}
+
+
+def _dictionaries(task) -> dict:
+    out = {}
+    for side in ("source", "target"):
+        try:
+            dictionary = getattr(task, f"{side}_dictionary")
+        except (NotImplementedError, AttributeError):
+            dictionary = None
+        if dictionary is not None and hasattr(dictionary, "symbols"):
+            out[side] = dictionary
+    return out
+
+
+def task_fingerprints(task) -> dict:
+    return {side: fingerprint(d) for side, d in _dictionaries(task).items()}
+
+
+def _dict_file(task, side) -> str:
+    """The dictionary file the task read for ``side`` (for the message)."""
+    cfg = getattr(task, "cfg", None)
+    lang = getattr(cfg, f"{side}_lang", None) if cfg is not None else None
+    return f"dict.{lang}.txt" if lang else "dict.txt"
+
+
+def stored(state) -> dict:
+    extra = state.get("extra_state") if isinstance(state, dict) else None
+    found = extra.get(KEY) if isinstance(extra, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def check(path, state, task, data=None):
+    """Raise :class:`CheckpointError` when a dictionary of ``task`` has the size of the one the
+    checkpoint ``state`` was trained with but other entries (a different size is left to the
+    weight-shape check, which names the mismatching parameter)."""
+    saved = stored(state)
+    if not saved or task is None:
+        return
+    data = data or getattr(getattr(task, "cfg", None), "data", None)
+    for side, dictionary in _dictionaries(task).items():
+        want = saved.get(side)
+        if not isinstance(want, dict) or want.get("size") != len(dictionary):
+            continue
+        if fingerprint(dictionary)["sha256"] != want.get("sha256"):
+            where = f"{data}/{_dict_file(task, side)}" if data else f"this task's {side} dictionary"
+            raise CheckpointError(
+                f"{path} was trained with another {side} dictionary than {where}: both have {len(dictionary)} "
+                "entries, but not the same ones (another corpus or BPE model?); give the data directory the "
+                "checkpoint was trained with")
+
+
+def install():
+    if _STATE:
+        return
+    from fairseq.trainer import Trainer
+
+    save = Trainer.save_checkpoint
+
+    @functools.wraps(save)
+    def save_checkpoint(self, filename, extra_state):
+        if extra_state is not None:
+            prints = task_fingerprints(self.task)
+            if prints:
+                extra_state[KEY] = prints
+        return save(self, filename, extra_state)
+
+    _STATE["save"] = save
+    Trainer.save_checkpoint = save_checkpoint

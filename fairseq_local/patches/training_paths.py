@@ -1,0 +1,98 @@
+"""The paths fairseq-train is given to start from or write to: one line when they cannot be used.
+
+* ``--restore-file PATH`` given explicitly (anything but fairseq's default ``checkpoint_last.pt``,
+  which a first run does not have) that names no file: fairseq logs "No existing checkpoint found"
+  and trains from scratch with exit status 0.  Here it is one line naming the file, what its
+  directory holds, and, when the name exists in ``--save-dir``, that ``--restore-file`` is read
+  relative to the current directory.
+* ``--finetune-from-model PATH`` that names no file, where fairseq would start from it (no
+  ``checkpoint_last.pt`` in ``--save-dir`` yet): one line instead of a traceback; so are fairseq's
+  refusals of ``--finetune-from-model`` with ``--restore-file`` or a ``--reset-*`` option (fairseq
+  prints the whole configuration in that message).
+* ``--save-dir`` naming a file, or a path through a file, or a directory that cannot be written:
+  one line (fairseq: ``NotADirectoryError`` with a traceback).
+
+:func:`install` wraps ``checkpoint_utils.verify_checkpoint_directory`` and
+``checkpoint_utils.load_checkpoint``, which fairseq-train and fairseq-hydra-train call before the
+first update.
+"""
+import functools
+import os
+
+from fairseq_local.errors import ConfigError
+
+DEFAULT_RESTORE = "checkpoint_last.pt"
+_STATE = {}
+
+
+def _listing(path: str) -> str:
+    from fairseq_local.patches.checkpoint_fit import _pt_files
+
+    return _pt_files(path)
+
+
+def check_restore(cfg):
+    """``cfg``: fairseq's checkpoint config (``cfg.checkpoint``)."""
+    restore, finetune, save_dir = cfg.restore_file, cfg.finetune_from_model, cfg.save_dir
+    resets = [f"--reset-{name}" for name in ("optimizer", "lr-scheduler", "meters", "dataloader")
+              if getattr(cfg, "reset_" + name.replace("-", "_"), False)]
+    if finetune is not None and resets:
+        raise ConfigError(f"--finetune-from-model {finetune} resets the optimizer, learning-rate scheduler, meters and "
+                          f"data loader itself: leave out {' '.join(resets)}")
+    if restore != DEFAULT_RESTORE and finetune:
+        raise ConfigError(f"--finetune-from-model {finetune} and --restore-file {restore} cannot be used together: "
+                          "--restore-file resumes a run, --finetune-from-model starts a new one from a model")
+    if restore != DEFAULT_RESTORE and "://" not in restore and not os.path.isfile(restore):
+        what = "is a directory, not a checkpoint file" if os.path.isdir(restore) else \
+            f"no such checkpoint file ({_listing(restore)})"
+        hint = ""
+        in_save_dir = os.path.join(save_dir, restore)
+        if not os.path.isabs(restore) and os.path.isfile(in_save_dir):
+            hint = f"; --restore-file is read from the current directory, not --save-dir: pass {in_save_dir}"
+        raise ConfigError(f"--restore-file {restore}: {what}{hint}")
+    last = os.path.join(save_dir, DEFAULT_RESTORE)
+    if finetune is not None and restore == DEFAULT_RESTORE and not os.path.exists(last) and \
+            "://" not in finetune and not os.path.isfile(finetune):
+        what = "is a directory, not a checkpoint file" if os.path.isdir(finetune) else \
+            f"no such checkpoint file ({_listing(finetune)})"
+        raise ConfigError(f"--finetune-from-model {finetune}: {what}")
+
+
+def check_save_dir(save_dir: str):
+    if "://" in save_dir:
+        return
+    path = save_dir
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path.rstrip(os.sep))
+        if parent == path:
+            break
+        path = parent
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        where = "is a file" if path == save_dir else f"goes through {path}, which is a file"
+        raise ConfigError(f"--save-dir {save_dir} {where}, not a directory: give a directory for the checkpoints")
+    if path and os.path.isdir(path) and not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"--save-dir {save_dir}: cannot write in {path} (permission denied): give a directory "
+                          "you can write to")
+
+
+def install():
+    if _STATE:
+        return
+    from fairseq import checkpoint_utils
+
+    verify = checkpoint_utils.verify_checkpoint_directory
+    load = checkpoint_utils.load_checkpoint
+
+    @functools.wraps(verify)
+    def verify_checkpoint_directory(save_dir):
+        check_save_dir(save_dir)
+        return verify(save_dir)
+
+    @functools.wraps(load)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        check_restore(cfg)
+        return load(cfg, trainer, **passthrough_args)
+
+    _STATE.update(verify=verify, load=load)
+    checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
+    checkpoint_utils.load_checkpoint = load_checkpoint
