@@ -44,12 +44,9 @@ IFS=: read -r -a ckpts <<<"$path"; for c in "${ckpts[@]}"; do need_file "$c" "ch
 [ -n "$out" ] || die "--out is required"
 [[ "$beam" =~ ^[1-9][0-9]*$ ]] || die "--beam must be a positive integer, not '$beam'"
 [ -z "$ref" ] || need_file "$ref" "--ref"
-if [ "$bpe" = auto ]; then
-  if ls "$data"/bpe/spm.*.model >/dev/null 2>&1; then bpe=sentencepiece
-  elif ls "$data"/bpe/codes.* >/dev/null 2>&1; then bpe=subword-nmt; else bpe=none; fi
-fi
-case "$bpe" in sentencepiece) rm_bpe=(--remove-bpe sentencepiece) ;; subword-nmt) rm_bpe=(--remove-bpe) ;;
-  none) rm_bpe=() ;; *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
+if [ "$bpe" = auto ]; then bpe=$(bpe_kind "$data"); fi
+case "$bpe" in sentencepiece|subword-nmt|none) mapfile -t rm_bpe < <(remove_bpe_args "$bpe") ;;
+  *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
 case "$detok" in moses|none) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
 if [ -n "$ref" ]; then python -m fairseq_local_repro.text.text_input generate.sh "$ref" || exit 2; fi

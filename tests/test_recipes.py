@@ -623,6 +623,33 @@ def test_mc_rnn_multi30k_check(shared_data, tmp_path):
     assert detok_bleu(proc.stdout)[0] == 100.0
 
 
+TINY_DPN = [f"model.{k}={v}" for k, v in (("encoder_embed_dim", 16), ("decoder_embed_dim", 16), ("encoder_conv_dim", 16),
+                                          ("decoder_conv_dim", 16), ("encoder_ffn_embed_dim", 32),
+                                          ("decoder_ffn_embed_dim", 32))]
+
+
+def test_recipes_on_preprocess_defaults(shared_data, tmp_path):
+    """Recipes given a folder made by scripts/preprocess.sh with its defaults (sentencepiece, no
+    tokenization) remove that BPE before scoring: no '▁' reaches score.py."""
+    _tiny_corpus(shared_data / "multi30k-de-en", tmp_path / "m30k", ("de", "en"), 200, 12)
+    run(["bash", REPO / "scripts" / "preprocess.sh", "--src", "de", "--tgt", "en", "--train", "m30k/train", "--valid",
+         "m30k/valid", "--test", "m30k/valid", "--destdir", "bin", "--workers", "1"], tmp_path)
+    assert list((tmp_path / "bin" / "bpe").glob("spm.*.model"))
+    save = tmp_path / "dpn"
+    proc = recipe("dpn_s2s.sh", "--row", "table1_dpn_s2s", "--data", "bin", "--refs", "m30k/valid.en", "--save-dir",
+                  save, "--small", "--cpu", "--", *TINY_DPN, cwd=tmp_path)
+    assert 0 <= detok_bleu(proc.stdout)[0] <= 100
+    hyps = lines(save / "test.hyp")
+    assert len(hyps) == 12 and not any("\u2581" in h for h in hyps)
+    # mc_rnn_multi30k_check.sh reuses an OUT/bin that preprocess.sh made with its defaults
+    (tmp_path / "out").mkdir()
+    shutil.copytree(tmp_path / "bin", tmp_path / "out" / "bin")
+    proc = recipe("mc_rnn_multi30k_check.sh", "--src", "m30k", "--out", "out", "--dims", "16", "--archs",
+                  "mc_rnn_iwslt_de_en_3", "--small", cwd=tmp_path)
+    assert 0 <= detok_bleu(proc.stdout)[0] <= 100
+    assert not any("\u2581" in h for h in lines(tmp_path / "out" / "mc_rnn_iwslt_de_en_3" / "valid.hyp"))
+
+
 @pytest.mark.parametrize("kind", ["relative", "absolute"])
 def test_gencnn_rerank_demo(kind, tmp_path):
     """The demo starts over in --out (no stage to resume or re-score): both kinds run it end to end."""

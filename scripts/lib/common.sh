@@ -98,6 +98,17 @@ gen_text() {  # gen_text GEN_LOG H|T|S OUT [--expect N]: one field of a fairseq-
   python -m fairseq_local_repro.text.gen_text "$@" || exit 2
 }
 
+# ---- BPE: what scripts/preprocess.sh left in a data directory ----
+bpe_kind() {  # bpe_kind BIN_DIR: sentencepiece, subword-nmt or none, from BIN_DIR/bpe (spm.*.model / codes.*)
+  if ls "$1"/bpe/spm.*.model >/dev/null 2>&1; then echo sentencepiece
+  elif ls "$1"/bpe/codes.* >/dev/null 2>&1; then echo subword-nmt; else echo none; fi
+}
+remove_bpe_args() {  # remove_bpe_args BIN_DIR|KIND: fairseq-generate's option that undoes that BPE, one word a line
+  local kind=$1
+  case "$kind" in sentencepiece|subword-nmt|none) ;; *) kind=$(bpe_kind "$1") ;; esac
+  case "$kind" in sentencepiece) printf '%s\n' --remove-bpe sentencepiece ;; subword-nmt) echo --remove-bpe ;; esac
+}
+
 # ---- the one scoring path of every recipe ----
 # score_translation GEN_LOG OUT_PREFIX [--lang L] [--lowercase] [--tokenized] [--ref RAW_REF]...
 #   OUT_PREFIX.hyp.tok: fairseq's best hypotheses in corpus order (BPE removed, still tokenized);

@@ -57,6 +57,7 @@ SRC=${SRC:-$(sed -n 's/^  source_lang: //p' "$CFG")}; TGT=${TGT:-$(sed -n 's/^  
   || die "$DATA has no dict.$SRC.txt / dict.$TGT.txt (pass --source-lang/--target-lang)"
 LANGS=(--source-lang "$SRC" --target-lang "$TGT")
 CKPT="$SAVE/checkpoint_best.pt"
+mapfile -t RM_BPE < <(remove_bpe_args "$DATA")  # the BPE scripts/preprocess.sh left in DATA/bpe
 if [ "$SCORE_ONLY" = 0 ]; then
   if [ "$TRAIN" = 1 ]; then
     bash "$REPO_ROOT/scripts/train.sh" --data "$DATA" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
@@ -64,7 +65,7 @@ if [ "$SCORE_ONLY" = 0 ]; then
   fi
   need_file "$CKPT" "checkpoint (train first, without --no-train)"
   fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" "${LANGS[@]}" --gen-subset "$SUBSET" \
-    "${GEN[@]}" --batch-size 64 --remove-bpe "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/$SUBSET.gen.tmp"
+    "${GEN[@]}" --batch-size 64 "${RM_BPE[@]}" "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/$SUBSET.gen.tmp"
   mv "$SAVE/$SUBSET.gen.tmp" "$SAVE/$SUBSET.gen"
 fi
 echo "== $ROW on $SUBSET"

@@ -37,11 +37,12 @@ activate_env
 DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/mc_rnn/$ROW}")
 [ -f "$DATA/bin/dict.de.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_iwslt14.sh" --out "$DATA" --bpe-size "$BPE_SIZE"
 need_file "$DATA/raw/test.en" "raw test references (re-run prepare_iwslt14.sh)"
+mapfile -t RM_BPE < <(remove_bpe_args "$DATA/bin")  # the BPE scripts/preprocess.sh left in DATA/bin/bpe
 if [ "$SCORE_ONLY" = 0 ]; then
   bash "$REPO_ROOT/scripts/train.sh" --data "$DATA/bin" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
     -- "${SMALL_HYDRA[@]}" "$@"
   fairseq-generate "$DATA/bin" --user-dir "$USER_DIR" --path "$SAVE/checkpoint_best.pt" --gen-subset test \
-    --beam 5 --batch-size 64 --remove-bpe "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/test.gen.tmp"
+    --beam 5 --batch-size 64 "${RM_BPE[@]}" "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/test.gen.tmp"
   mv "$SAVE/test.gen.tmp" "$SAVE/test.gen"
 fi
 echo "== $ROW: IWSLT14 test"

@@ -9,9 +9,10 @@
 # --src defaults to ../shared/data/multi30k-de-en next to the project (the shared real-data folder).
 # The raw files (train/valid .de/.en) are read in place; scripts/preprocess.sh tokenizes (Moses,
 # lowercased), learns a joint subword-nmt BPE and binarizes; then fairseq-train with --stop-time-hours for each arch
-# (Adam 1e-3, dropout 0.2, --dims embedding/hidden units), fairseq-generate --beam 5 --remove-bpe
-# on valid; BLEU of the detokenized output against the raw valid.en (case-insensitive sacrebleu,
-# scripts/lib/common.sh score_translation).  Results: OUT/<arch>/valid.score and a summary on stdout.
+# (Adam 1e-3, dropout 0.2, --dims embedding/hidden units), fairseq-generate --beam 5 on valid with the
+# BPE of OUT/bin removed (an OUT/bin from scripts/preprocess.sh's default sentencepiece works too); BLEU
+# of the detokenized output against the raw valid.en (case-insensitive sacrebleu, scripts/lib/common.sh
+# score_translation).  Results: OUT/<arch>/valid.score and a summary on stdout.
 # --small: a smoke run (2 updates, beam 2); --score-only re-scores OUT/<arch>/valid.gen.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
@@ -41,6 +42,7 @@ SRC=$(cd "$SRC" && pwd); OUT=$(abs_dir "$OUT")
 [[ -f "$OUT/bin/dict.de.txt" ]] || bash "$REPO_ROOT/scripts/preprocess.sh" --src de --tgt en --train "$SRC/train" \
   --valid "$SRC/valid" --destdir "$OUT/bin" --tokenize moses --lowercase --bpe subword-nmt --bpe-size "$BPE_SIZE" --force
 HOURS=$(python -c "print($MINUTES / 60)")
+mapfile -t RM_BPE < <(remove_bpe_args "$OUT/bin")  # the BPE of OUT/bin (subword-nmt when made here)
 BUDGET=(--stop-time-hours "$HOURS" --max-epoch 100); [ "${SMALL:-0}" = 1 ] && BUDGET=()
 for arch in $ARCHS; do
   SAVE="$OUT/$arch"; mkdir -p "$SAVE"
@@ -52,7 +54,7 @@ for arch in $ARCHS; do
       --seed 1 --num-workers 0 --disable-validation "${SMALL_CLI[@]}" >"$SAVE/train.log" 2>&1 \
       || { tail -n 5 "$SAVE/train.log" >&2; die "training $arch failed (log: $SAVE/train.log)"; }
     OMP_NUM_THREADS=$THREADS nice -n 10 fairseq-generate "$OUT/bin" --user-dir "$USER_DIR" --cpu \
-      --path "$SAVE/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 --remove-bpe \
+      --path "$SAVE/checkpoint_last.pt" --gen-subset valid --beam 5 --batch-size 64 "${RM_BPE[@]}" \
       "${SMALL_GEN[@]}" >"$SAVE/valid.gen"
   fi
   UPDATES=$(grep -o "num_updates [0-9]*\|num_updates\": \"[0-9]*" "$SAVE/train.log" | tail -1 | grep -o "[0-9]*$" || echo "?")
