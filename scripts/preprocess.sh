@@ -63,6 +63,11 @@ IFS=, read -r -a tests <<<"$test"
 splits=(train valid); prefixes=("$train" "$valid")
 for i in "${!tests[@]}"; do splits+=("test$(nsuffix "$i")"); prefixes+=("${tests[$i]}"); done
 infile() { if [ "$lm" = 1 ]; then echo "$1"; else echo "$1.$2"; fi; }
+same_count() {  # same_count STEP IN OUT: what STEP made of IN (OUT) keeps IN's lines, so the pairs stay aligned
+  local a b; a=$(count_lines "$2"); b=$(count_lines "$3")
+  [ "$a" -eq "$b" ] || die "$1 turned the $a lines of $2 into $b: the sentence pairs would no longer be aligned (a \
+line separator inside a sentence?); fix that line of $2"
+}
 checks=()  # every input UTF-8, training text not empty, source/target line counts equal
 for i in "${!splits[@]}"; do
   for l in "${langs[@]}"; do
@@ -84,12 +89,19 @@ steps() {
 say "1/3 normalise (tokenize: $tok, lowercase: $lower)"
 for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
   in=$(infile "${prefixes[$i]}" "$l"); out="$work/bpe/${splits[$i]}.raw.$l"
+  # byte-order marks (U+FEFF) go, CRLF becomes LF and a lone CR a space: Python's and the Moses
+  # tokenizer's line readers would split a sentence at a CR (the pairs after it shifted by one)
+  LC_ALL=C sed 's/\xEF\xBB\xBF//g; s/\r$//; s/\r/ /g' "$in" >"$out"
+  if [ -s "$out" ] && [ -n "$(tail -c1 "$out")" ]; then echo >>"$out"; fi  # a last line without newline
   if [ "$tok" = moses ]; then
     ml=$l; [ "$lm" = 1 ] && ml=en
-    sacremoses -l "$ml" -j "$workers" tokenize -x <"$in" >"$out"
-  else cp "$in" "$out"; fi
-  if [ -s "$out" ] && [ -n "$(tail -c1 "$out")" ]; then echo >>"$out"; fi  # a last line without newline
-  if [ "$lower" = 1 ]; then python -c "import sys;[sys.stdout.write(l.lower()) for l in sys.stdin]" <"$out" >"$out.lc"; mv "$out.lc" "$out"; fi
+    sacremoses -l "$ml" -j "$workers" tokenize -x <"$out" >"$out.tok"; mv "$out.tok" "$out"
+    same_count "--tokenize moses" "$in" "$out"
+  fi
+  if [ "$lower" = 1 ]; then
+    python -c "import sys;[sys.stdout.write(l.lower()) for l in open(0, encoding='utf-8', newline='\n')]" <"$out" >"$out.lc"
+    mv "$out.lc" "$out"; same_count "--lowercase" "$in" "$out"
+  fi
 done; done
 
 say "2/3 BPE: $bpe (size $size, $([ $joint = 1 ] && echo joint || echo separate))"
@@ -137,6 +149,7 @@ sp = spm.SentencePieceProcessor(model_file=sys.argv[1])
 for line in sys.stdin: print(' '.join(sp.encode(line.rstrip('\n'), out_type=str)))" "$work/bpe/spm.$m.model" <"$in" >"$out" ;;
     none) cp "$in" "$out" ;;
   esac
+  same_count "--bpe $bpe" "$(infile "${prefixes[$i]}" "$l")" "$out"
 done; done
 
 # sentencepiece: fairseq's dictionary is the sentencepiece vocabulary (counted on the training text,

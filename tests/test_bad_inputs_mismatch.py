@@ -10,6 +10,7 @@ builds.  Training runs in-process (``call`` of tests/test_bad_inputs.py finishes
 plugin's excepthook does) on a tiny corpus; one case runs the real CLI for the hook.
 """
 import shutil
+import sys
 
 import pytest
 import torch
@@ -292,3 +293,134 @@ def test_resume_with_another_model(capsys, tmp_path, mt):
                     "resume with the options and data it was trained with, or train the new model in another --save-dir")
     code, err = call(capsys, _train, data_dir, task_args, save, "--arch", "mc_rnn_iwslt_de_en_2")
     assert_one_line(code, err, "holds a 'lstm' model", "does not fit the 'mc_rnn_iwslt_de_en_2' model this run builds")
+
+
+# ------------------------------------------------------------------------------------------------
+# invisible characters: byte-order marks on every path; a lone carriage return keeps the pairs aligned
+# ------------------------------------------------------------------------------------------------
+BOM = "\ufeff"
+SENTS_SRC = [f"das ist satz nummer {w} mit worten" for w in ("eins", "zwei", "drei", "vier", "fuenf", "sechs")]
+SENTS_TGT = [f"this is sentence number {w} with words" for w in ("one", "two", "three", "four", "five", "six")]
+
+
+def _corpus(d, src_lines, tgt_lines, bom=True):
+    d.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid"):
+        for lang, sents in (("de", src_lines), ("en", tgt_lines)):
+            text = "\n".join(sents) + "\n"
+            (d / f"{split}.{lang}").write_bytes(((BOM if bom else "") + text).encode("utf-8"))
+    return d / "train", d / "valid"
+
+
+def _preprocess_sh(tmp_path, *extra, src=SENTS_SRC, tgt=SENTS_TGT):
+    train, valid = _corpus(tmp_path / "raw", src, tgt)
+    dest = tmp_path / "bin"
+    code, err = run("bash", REPO / "scripts" / "preprocess.sh", "--src", "de", "--tgt", "en", "--train", train,
+                    "--valid", valid, "--destdir", dest, "--workers", "1", *extra)
+    assert code == 0, err[-3000:]
+    return dest
+
+
+@pytest.mark.parametrize("bpe", ["none", "subword-nmt", "sentencepiece"])
+def test_preprocess_strips_byte_order_marks(tmp_path, bpe):
+    size = {"none": [], "subword-nmt": ["--bpe-size", "20"], "sentencepiece": ["--bpe-size", "60"]}[bpe]
+    dest = _preprocess_sh(tmp_path, "--bpe", bpe, *size)
+    written = [p for p in dest.rglob("*") if p.is_file() and p.suffix in (".txt", ".de", ".en", ".vocab")
+               or p.name.startswith("codes.")]
+    assert any(p.name == "dict.de.txt" for p in written)
+    for path in written:
+        assert BOM not in path.read_text(encoding="utf-8"), path
+    first = (dest / "bpe" / "train.de").read_text(encoding="utf-8").splitlines()[0]
+    if bpe == "none":
+        assert first == SENTS_SRC[0]  # "das", not "\ufeffdas": the same word as everywhere else
+
+
+def test_preprocess_lone_carriage_return_keeps_pairs_aligned(tmp_path):
+    """One lone CR on each side: the line counts of the raw files match, but the Moses tokenizer
+    (and Python's line reader) would split both sentences, shifting every pair in between."""
+    src, tgt = list(SENTS_SRC), list(SENTS_TGT)
+    src[1] = src[1].replace(" mit ", " mit\r")
+    tgt[4] = tgt[4].replace(" with ", " with\r")
+    dest = _preprocess_sh(tmp_path, "--bpe", "none", "--tokenize", "moses", src=src, tgt=tgt)
+    de = (dest / "bpe" / "train.de").read_text(encoding="utf-8").splitlines()
+    en = (dest / "bpe" / "train.en").read_text(encoding="utf-8").splitlines()
+    assert len(de) == len(en) == 6
+    assert de[1] == SENTS_SRC[1] and en[4] == SENTS_TGT[4] and de[5] == SENTS_SRC[5] and en[5] == SENTS_TGT[5]
+
+
+def test_preprocess_step_that_changes_line_counts_is_one_line(tmp_path):
+    """Alignment is checked after every rewriting step: a tokenizer that splits a line fails, naming it."""
+    train, valid = _corpus(tmp_path / "raw", SENTS_SRC, SENTS_TGT, bom=False)
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "sacremoses").write_text("#!/bin/sh\nsed 's/ nummer /\\n/'\n")  # splits every line in two
+    (fake / "sacremoses").chmod(0o755)
+    import os
+    import subprocess
+
+    from test_bad_inputs import ENV
+
+    env = dict(ENV, PATH=f"{fake}:{ENV['PATH']}")
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
+                           str(train), "--valid", str(valid), "--destdir", str(tmp_path / "bin"), "--bpe", "none",
+                           "--tokenize", "moses"], capture_output=True, text=True, env=env, timeout=300)
+    assert_one_line(proc.returncode, proc.stderr, f"preprocess.sh: error: --tokenize moses turned the 6 lines of {train}.de "
+                                                  "into 12: the sentence pairs would no longer be aligned",
+                    leftovers=[tmp_path / "bin"])
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("bin.tmp")]
+
+
+def test_score_ignores_byte_order_marks(tmp_path):
+    text = ["the cat sat on the mat", "a second sentence here"]
+    (tmp_path / "ref.txt").write_bytes((BOM + "\n".join(text) + "\n").encode("utf-8"))
+    (tmp_path / "hyp.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    for hyp, ref in (("hyp.txt", "ref.txt"), ("ref.txt", "hyp.txt"), ("ref.txt", "ref.txt")):
+        proc = subprocess_run(["bash", REPO / "scripts" / "score.sh", "--hyp", tmp_path / hyp, "--ref", tmp_path / ref])
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("BLEU (detokenized") and " = 100.00 " in proc.stdout, proc.stdout
+
+
+def test_build_lattices_ignores_byte_order_marks(tmp_path):
+    from fairseq_local.data.lattice import read_lattices
+
+    (tmp_path / "a.zh").write_bytes((BOM + "我们 喜欢 猫\n他 走 了\n").encode("utf-8"))
+    out = tmp_path / "a.lat"
+    proc = subprocess_run([sys.executable, REPO / "scripts" / "build_lattices.py", "--merge", tmp_path / "a.zh",
+                           "--output", out])
+    assert proc.returncode == 0, proc.stderr
+    assert BOM not in out.read_text(encoding="utf-8")
+    first = read_lattices(str(out))[0]
+    assert first.chars == tuple("我们喜欢猫")  # no U+FEFF character node
+
+
+def subprocess_run(cmd):
+    import subprocess
+
+    from test_bad_inputs import ENV
+
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV, timeout=300)
+
+
+# ------------------------------------------------------------------------------------------------
+# score.sh: exit status 2 for its errors (as the README says); process substitution
+# ------------------------------------------------------------------------------------------------
+def test_score_errors_exit_2(tmp_path):
+    (tmp_path / "hyp").write_text("a b c\nd e f\n")
+    (tmp_path / "short").write_text("a b c\n")
+    (tmp_path / "bpe").write_text("a b@@ c\nd e f\n")
+    for args, needle in ((["--hyp", tmp_path / "hyp", "--ref", tmp_path / "short"], "has 1 lines but"),
+                         (["--hyp", tmp_path / "nope", "--ref", tmp_path / "hyp"], "does not exist"),
+                         (["--hyp", tmp_path, "--ref", tmp_path / "hyp"], "is a directory, not a file"),
+                         (["--hyp", tmp_path / "bpe", "--ref", tmp_path / "hyp"], "subword-nmt BPE mark")):
+        proc = subprocess_run(["bash", REPO / "scripts" / "score.sh", *args])
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+        assert_one_line(proc.returncode, proc.stderr, "score.py: error:", needle)
+
+
+def test_score_reads_process_substitution(tmp_path):
+    (tmp_path / "ref").write_text("The Cat sat on the mat .\nA second sentence here .\n")
+    script = (f"bash {REPO / 'scripts' / 'score.sh'} --hyp <(tr 'A-Z' 'a-z' < {tmp_path / 'ref'}) "
+              f"--ref <(cat {tmp_path / 'ref'}) --lowercase")
+    proc = subprocess_run(["bash", "-c", script])
+    assert proc.returncode == 0, proc.stderr
+    assert " = 100.00 " in proc.stdout and "case:lc" in proc.stdout

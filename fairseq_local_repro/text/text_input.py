@@ -10,7 +10,9 @@ which checks that every FILE (and every --nonempty / --same-lines file) is UTF-8
 otherwise prints ``PROG: error: ...`` naming the file and the first bad line, exit status 2.
 
 A line is what ``str.splitlines`` would not split inside: ``\\n``-terminated, plus a last line
-without its newline (which ``wc -l`` does not count).  Standard library only (no fairseq import).
+without its newline (which ``wc -l`` does not count).  :func:`read_lines` drops byte-order marks
+(U+FEFF, which editors on Windows put at the start of a file): invisible, they would otherwise stick
+to the first word of a reference or a lattice.  Standard library only (no fairseq import).
 """
 import argparse
 import sys
@@ -60,8 +62,11 @@ def scan(path) -> int:
     return lines + (1 if last not in (b"", b"\n") else 0)
 
 
+BOM = "\ufeff"
+
+
 def read_lines(path, what="file"):
-    """The lines of a UTF-8 text file, without their line ends (``\\n`` or ``\\r\\n``)."""
+    """The lines of a UTF-8 text file, without their line ends (``\\n`` or ``\\r\\n``) and byte-order marks."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -71,7 +76,7 @@ def read_lines(path, what="file"):
     if lines and lines[-1] == b"":
         lines.pop()
     try:
-        return [line.decode("utf-8").rstrip("\r") for line in lines]
+        return [line.decode("utf-8").rstrip("\r").replace(BOM, "") for line in lines]
     except UnicodeDecodeError:
         scan(path)  # names the first bad line
         raise  # pragma: no cover - scan raises first
