@@ -31,13 +31,18 @@ PROG = "score.py"
 
 
 def fail(msg):
-    sys.exit(f"{PROG}: error: {msg}")
+    """One error line, exit status 2 (as every tool here: a usage or input error)."""
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def read_lines(path, what):
-    """Lines of a UTF-8 text file (newline stripped); one clear error for a missing or non-UTF-8 file."""
-    if not os.path.isfile(path):
-        fail(f"{what} '{path}' is a directory, not a file" if os.path.isdir(path) else f"{what} file '{path}' does not exist")
+    """Lines of a UTF-8 text file or pipe (``--hyp <(cmd)``; newline stripped); one clear error for a
+    missing or non-UTF-8 file."""
+    if os.path.isdir(path):
+        fail(f"{what} '{path}' is a directory, not a file")
+    if not os.path.exists(path):
+        fail(f"{what} file '{path}' does not exist")
     try:
         return text_input.read_lines(path, what)
     except text_input.TextInputError as e:
