@@ -25,10 +25,14 @@ spread.  The last line is exactly ``ratio train_tokens_per_s A/B = X.XX``.
 
 The fast path of the recurrent models (``--rnn-impl``, fairseq_local/modules/fast_path.py) is a
 model option: ``--arch-args "--rnn-impl compiled" --baseline-args "--rnn-impl eager"`` compares it
-with the eager loop on the same arch.  Each row records the implementation its layers resolved to,
-the wall time of its first training step (``first_step_s``: the time to the first update,
-compilation included), how many compiled variants the model created and the seconds their first
-calls took (``compiled_variants``, ``compile_s``); the JSON records the device's name.
+with the eager loop on the same arch.  Each row records what its layers resolved to (``rnn_impl``:
+eager, graphs, compiled or compiled+graphs), the wall time of its first training step
+(``first_step_s``: the time to the first update, compilation and capture included) and the start-up
+costs of the whole run (``fast_path.stats``): step compilations and inductor kernels (``compiles``,
+``kernels``), forward and backward compile seconds (``compile_fwd_s``, ``compile_bwd_s``), CUDA
+graphs captured and still alive (``graphs_captured``, ``graphs_live``) and capture seconds
+(``capture_s``), with their sums ``compiled_variants`` and ``compile_s``; the JSON records the
+device's name.
 """
 import argparse
 import os
@@ -189,17 +193,18 @@ class Runner:
         probe = torch.zeros(1, device=args.device)
         # what the recurrent loops run as on this device (None: a model without them)
         self.rnn_impl = (None if not impls else "+".join(sorted(
-            "compiled" if fast_path.use_compiled(i, probe) else "eager" for i in impls)))
-        self.compiles = bool(self.rnn_impl and "compiled" in self.rnn_impl)
-        self.first_step_s, self.variants, self.compile_s = None, 0, 0.0
+            resolved(fast_path.execution(i, probe)) for i in impls)))
+        self.compiles = bool(self.rnn_impl and self.rnn_impl != "eager")  # compiles or captures per shape
+        self.first_step_s = None
+        self.startup = dict.fromkeys(STARTUP_KEYS, 0)
 
     def tracked(self, fn, *a):
-        """``fn(*a)``, counting the compiled variants it creates and their first calls' seconds."""
-        before = set(fast_path.variants())
+        """``fn(*a)``, adding what it spent compiling steps and capturing graphs (``fast_path.stats``)."""
+        before = fast_path.stats()
         out = fn(*a)
-        new = [v for k, v in fast_path.variants().items() if k not in before]
-        self.variants += len(new)
-        self.compile_s += sum(v["first_call_s"] for v in new)
+        after = fast_path.stats()
+        for k in STARTUP_KEYS:
+            self.startup[k] += after[k] - before[k]
         return out
 
     def _autocast(self):
@@ -384,7 +389,12 @@ def measure(args):
         for row in rows:
             row["gen_sent_per_s"] = sum(bt["nsentences"] for bt in gb) / sum(speeds[row["model"]])
     for row, r in zip(rows, (a, b)):
-        row["compiled_variants"], row["compile_s"] = r.variants, round(r.compile_s, 2)
+        row.update({k: round(v, 2) if isinstance(v, float) else v for k, v in r.startup.items()})
+        row["graphs_live"] = fast_path.stats()["graphs_live"]
+        # variants: compiled graphs + captured graphs; their seconds: forward and backward compilation
+        # and capture (each capture includes its eager warm-up run and the check against eager)
+        row["compiled_variants"] = r.startup["compiles"] + r.startup["graphs_captured"]
+        row["compile_s"] = round(r.startup["compile_fwd_s"] + r.startup["compile_bwd_s"] + r.startup["capture_s"], 2)
     ratio = {"train_ratio": statistics.median(paired), "train_ratio_min": min(paired),
              "train_ratio_max": max(paired)}
     scaling = []
@@ -400,6 +410,16 @@ def measure(args):
                 entry[f"{r.name}_tokens_per_s"] = r.tokens / sum(r.times)
             scaling.append(entry)
     return rows, scaling, ratio
+
+
+def resolved(how) -> str:
+    """What ``--rnn-impl`` runs as: eager, graphs (CUDA graphs of the eager loop), compiled (the step
+    compiled once) or compiled+graphs."""
+    return "+".join(n for n, on in (("compiled", how.compiled), ("graphs", how.graphs)) if on) or "eager"
+
+
+STARTUP_KEYS = ("compiles", "compile_fwd_s", "compile_bwd_s", "kernels", "graphs_captured", "capture_s",
+                "graph_fallbacks")
 
 
 def report(args, rows, scaling, ratio):

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 from fairseq_local.data.lattice import Lattice, merge_tokenizations
-from fairseq_local.modules import fast_path
+from fairseq_local.modules import cuda_graphs, fast_path
 from fairseq_local.modules.lattice_gru import BiLatticeGRU, LatticeGRU, make_schedule, multiply_adds_per_token, pad_levels
 from test_lattice_gru import _batch, _encode, _vocab
 
@@ -43,14 +43,14 @@ def test_schedule_of_a_two_sentence_batch():
 
 
 def test_padded_level_grid_of_a_two_sentence_batch(monkeypatch):
-    """The compiled scan's grid (``pad_levels``) for the batch above: 2 levels (time bucket 2),
+    """The fast path's level grid (``pad_levels``) for the batch above: 2 levels (time bucket 2),
     3 edges in the widest level (width bucket 4); state buffer row 0 is the zero state, row
     1 + 4 s + j node slot j of level s."""
-    monkeypatch.setattr(fast_path, "TIME_BUCKETS", (1, 2, 4))
+    monkeypatch.setattr(cuda_graphs, "TIME_BUCKETS", (1, 2, 4))
     lats = _two()
     batch = _batch(lats, _vocab(lats))
     g = pad_levels(make_schedule(*batch["lattice"][:3]))
-    assert g.width == 4 and g.chunks == [(0, 2)]
+    assert g.width == 4 and g.levels == 2
     assert g.edge_slot.tolist() == [0, 1, 4, 5, 6] and g.node_slot.tolist() == [0, 1, 4, 5]
     # level 2: B's 1:2 reads B's v_1 (row 2), A's 0:3 the zero state, A's 1:3 A's v_1 (row 1)
     assert g.pre_row.tolist() == [[0, 0, 0, 0], [2, 0, 1, 0]]

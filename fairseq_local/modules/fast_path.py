@@ -1,92 +1,87 @@
-"""The fast execution path of the recurrent layers and decoders: ``--rnn-impl auto|eager|compiled``.
+"""The execution of the recurrent loops: ``--rnn-impl auto|eager|compiled``.
 
 **Why.**  A recurrent layer advances one time step at a time, and each step is a handful of small
 operations (a matrix product, a few element-wise gates, a masked state update).  Run eagerly on a
-GPU, every one of them is its own kernel launch, so a step costs the launch latency of dozens of
-kernels, not their arithmetic, and the GPU mostly waits.  Compiling the loop over time with
-``torch.compile`` fuses each step's element-wise work into a few kernels, and on CUDA
-``mode="reduce-overhead"`` records the whole unrolled loop (forward, and backward in training) as
-one CUDA graph that is replayed with a single launch.
+GPU every one of them is its own kernel launch, so a step costs the launch latency of dozens of
+kernels, not their arithmetic, and the GPU mostly waits.  Two remedies, each with a start-up cost
+that does not grow with the number of batch shapes a run meets:
 
-**One definition of each recurrence.**  A layer's time loop is one method, its *scan*, with the
-signature ``scan(self, carry, seq, valid, consts) -> (outputs, carry)``:
+* **CUDA graphs of the eager loop** (:mod:`.cuda_graphs`): the loop over time runs once under
+  stream capture, and every later call with the same padded shapes replays the recorded kernels
+  with one launch.  Capturing costs a few eager runs of the loop, no compiler.
+* **The step compiled once** (``torch.compile`` of one time step, the batch marked dynamic): the
+  element-wise work of a step fuses into a few kernels; the compiled step does not depend on the
+  sequence length, so it compiles once per cell, dtype and grad mode, never per shape.  (Compiling
+  the loop unrolled instead would cost one compilation per time and batch bucket, each as long as
+  the bucket: hundreds of seconds per shape for a paper-size model.)
 
-* ``carry``: the recurrent state, a tuple of batch-first tensors (``None`` entries allowed);
-* ``seq``: the per-step inputs, a tuple of ``[T, B, ...]`` tensors;
-* ``valid``: ``[T, B]`` bool, False at padded positions (whose steps must leave the state unchanged
-  and whose outputs are ignored: the layer contract of
+**One definition of each recurrence.**  A layer's time step is one method, its *step*, with the
+signature ``step(self, carry, x, valid, consts) -> (outputs, carry)``:
+
+* ``carry``: the recurrent state, a tuple of tensors (``None`` entries allowed);
+* ``x``: this step's inputs, a tuple of tensors (each a ``seq`` entry at one time step);
+* ``valid``: ``[B]`` bool, False where this position is padding (the step must leave the state
+  unchanged there; its outputs are ignored: the layer contract of
   :mod:`fairseq_local.modules.recurrent_seq2seq`), or None (every position is real);
 * ``consts``: everything else (weights, encoder outputs), passed unchanged;
-* ``outputs``: a tuple of ``[T, B, ...]`` tensors.
+* ``outputs``: a tuple of tensors, stacked over time by the loop.
 
-The eager path calls the scan directly.  The compiled path (:func:`run_scan`) compiles *that same
-method* (the function object of the layer's class, with the layer as its first argument) and calls
-it on padded inputs, so the two paths cannot drift apart: there is no second copy of any equation.
-The decoders' step loops (:class:`~fairseq_local.modules.recurrent_seq2seq.RecurrentAttentionDecoder`'s
-input-feeding loop, which beam search runs once per generated token, and
-:class:`~fairseq_local.modules.recurrent_lm_decoder.RecurrentLMDecoder`'s layer stack) are scans too;
-inside them the layers run their eager code, which is traced into the decoder's graph.
+:func:`scan` runs ``step`` over every position of ``seq`` (``[T, ...]`` tensors) with
+:func:`step_loop`, the only loop over time, in the way ``--rnn-impl`` and the device select; the
+eager, compiled and captured paths all call the same step, so they cannot drift apart.
 
-**A bounded number of compiled variants.**  Compiling is slow (seconds on CPU, tens of seconds for
-a paper-size layer on a GPU), and a graph compiled with ``dynamic=False`` is specialised to its
-shapes.  So the time and batch axes are padded up to a few bucket sizes before the call, and the
-padded positions are marked invalid, which the contract already makes exact (the state is left
-unchanged; the padded outputs are sliced away):
-
-* time: the smallest of :data:`TIME_BUCKETS` (1, 8, 16, 32, 64) that holds T; longer sequences run
-  as consecutive chunks of 64 steps, the state carried from one chunk to the next.  T = 1, the
-  incremental decoding step, is its own bucket (no padding).
-* batch: the smallest ``m * 2^e >= B`` with m in (4, 6) (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128,
-  ...): two buckets per octave, at most 50 % padding (:func:`batch_bucket`).  Padding the batch
-  costs little on a launch-bound GPU; padding time costs sequential steps, hence finer time buckets.
-* other lengths a scan depends on (the source length seen by a decoder's attention) are padded
-  with :func:`length_bucket` by the caller (the attention masks the padded source positions).
-* the lattice GRU's level loop (:class:`~fairseq_local.modules.lattice_gru.LatticeGRU`) advances
-  one topological level per step: its levels are padded like time and each level's edges and nodes
-  to the batch bucket of the widest level (:func:`~fairseq_local.modules.lattice_gru.pad_levels`).
-
-Every distinct (function, shapes, dtype, device, grad mode, train/eval, autocast) combination is
-one *variant*, recorded in :func:`variants` (so tests and ``scripts/bench.py`` can count them and
-the time they took to compile).  Dynamo's per-function recompile limit is raised to
-:data:`RECOMPILE_LIMIT` so that the bucketed variants never fall back to eager silently.
-
-**The switch.**  Every layer and decoder that has a scan mixes in :class:`FastPathMixin`, whose
+**The switch.**  Every layer and decoder with a step mixes in :class:`FastPathMixin`, whose
 ``rnn_impl`` attribute (a plain attribute: no parameter or buffer, so checkpoints are the same under
-either implementation) is set for a whole model by :func:`set_rnn_impl` from the model option
+every implementation) is set for a whole model by :func:`set_rnn_impl` from the model option
 ``--rnn-impl`` (:class:`RecurrentImplConfig`, shared by every recurrent model's config):
 
-* ``eager``: the Python loop, always;
-* ``compiled``: the compiled scans on any device (``mode="reduce-overhead"``, i.e. CUDA graphs, on
-  CUDA; inductor's default mode on CPU); a compilation failure is an error;
-* ``auto`` (default): compiled on CUDA, eager on CPU (where the loop is compute-bound and
-  compiling would only add start-up time).  A compilation failure warns once and falls back to
-  eager.
+* ``eager``: the Python loop over the eager step, always;
+* ``auto`` (default): on CUDA the eager loop captured as CUDA graphs (no compiler); on CPU the
+  eager loop (where it is compute-bound and a graph would save nothing);
+* ``compiled``: the loop over the step compiled once (:func:`compiled_step`); on CUDA that loop is
+  captured as CUDA graphs too.  A compilation failure is an error.
 
-Inside a scan that is being compiled, layers always run their eager code (it is what gets traced),
-so a compiled decoder step contains its layers' steps.  With dropout in training, compiled code
-draws its random masks from inductor's generator, not eager's: the same distribution, not the same
-masks.  Never ``max-autotune``: its benchmarking multiplies the compile time for kernels this small.
+**Shapes.**  A CUDA graph is specialised to its shapes, so on the captured path the time and batch
+axes are padded to a few bucket sizes and the padded positions are marked invalid, which the
+contract already makes exact (the state is left unchanged; the padded outputs are sliced away):
+
+* time: :func:`length_bucket` (1, 8, 16, 32, 64, then multiples of 64); T = 1, the incremental
+  decoding step, is its own bucket (no padding);
+* batch: the smallest ``m * 2^e >= B`` with m in (4, 6) (:func:`batch_bucket`): two buckets per
+  octave, at most 50 % padding;
+* other lengths a loop depends on (the source length seen by a decoder's attention, the levels and
+  width of a lattice's grid) are padded by the caller (:func:`length_bucket`, :func:`batch_bucket`).
+
+The compiled step needs no padding: its batch axis is dynamic (:data:`Layout` says where it is),
+and other lengths become dynamic after the second size dynamo sees.
+
+**Inside a trace.**  While a loop is being compiled or captured (:func:`in_trace`), layers run their
+step code and nothing may synchronise with the host (no ``.item()``, no data-dependent branch or
+shape): a decoder's captured step contains its layers' steps.  With dropout in training, compiled
+code draws its random masks from inductor's generator, not eager's: the same distribution, not the
+same masks (captured code draws eager's).  Never ``max-autotune``: its benchmarking multiplies the
+compile time for kernels this small.
 """
 import dataclasses
-import math
 import time
-import warnings
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 
+from fairseq_local.modules import cuda_graphs
+from fairseq_local.modules.cuda_graphs import Layout, batch_bucket, length_bucket, pad_dim
+
 RNN_IMPLS = ("auto", "eager", "compiled")
 RNN_IMPL_CHOICES = ChoiceEnum(list(RNN_IMPLS))
-TIME_BUCKETS = (1, 8, 16, 32, 64)
-RECOMPILE_LIMIT = 256
+RECOMPILE_LIMIT = 64
 
-RNN_IMPL_HELP = ("execution of the recurrent loops: 'eager' (a Python loop over time), 'compiled' "
-                 "(torch.compile of the same loop, time and batch padded to a few bucket sizes; CUDA graphs "
-                 "on GPU) or 'auto' (compiled on CUDA, eager on CPU); checkpoints and outputs are the same "
-                 "under each")
+RNN_IMPL_HELP = ("execution of the recurrent loops: 'eager' (a Python loop over time), 'compiled' (the "
+                 "same loop over one time step compiled once with torch.compile, batch dynamic; captured "
+                 "as CUDA graphs on GPU) or 'auto' (the eager loop captured as CUDA graphs on GPU, no "
+                 "compiler; eager on CPU); checkpoints and outputs are the same under each")
 
 
 @dataclasses.dataclass
@@ -103,14 +98,37 @@ def check_rnn_impl(impl) -> str:
     return impl
 
 
+class Execution(NamedTuple):
+    """How one call runs its loop: the step compiled or not, the loop captured or not."""
+
+    compiled: bool
+    graphs: bool
+
+    @property
+    def fast(self) -> bool:
+        return self.compiled or self.graphs
+
+
+EAGER = Execution(False, False)
+
+
+def execution(impl: str, like) -> Execution:
+    """``--rnn-impl`` on the device of ``like`` (a tensor of the call): ``auto`` captures on CUDA,
+    ``compiled`` compiles the step everywhere and captures on CUDA; inside a trace, eager."""
+    if impl == "eager" or in_trace():
+        return EAGER
+    graphs = cuda_graphs.available(like)
+    return Execution(impl == "compiled", graphs)
+
+
 class FastPathMixin:
-    """Mixed into modules with a scan: ``rnn_impl`` selects the implementation (see module doc)."""
+    """Mixed into modules with a step: ``rnn_impl`` selects the implementation (see module doc)."""
 
     rnn_impl: str = "auto"
 
-    def use_compiled(self, like: Tensor) -> bool:
-        """Whether this call takes the compiled path (``like``: a tensor on the call's device)."""
-        return use_compiled(self.rnn_impl, like)
+    def execution(self, like) -> Execution:
+        """How this call runs (``like``: a tensor on the call's device)."""
+        return execution(self.rnn_impl, like)
 
 
 def set_rnn_impl(module: nn.Module, impl) -> nn.Module:
@@ -122,89 +140,70 @@ def set_rnn_impl(module: nn.Module, impl) -> nn.Module:
     return module
 
 
-def is_compiling() -> bool:
-    return torch.compiler.is_compiling()
-
-
-def use_compiled(impl: str, like: Tensor) -> bool:
-    """``compiled`` anywhere, ``auto`` on CUDA; never while already being traced by a compiled scan."""
-    if impl == "eager" or is_compiling():
-        return False
-    if impl == "compiled":
-        return True
-    return like.is_cuda
+def in_trace() -> bool:
+    """True while a loop is being compiled by dynamo or captured as a CUDA graph: code must not
+    synchronise with the host, and layers run their step code."""
+    return torch.compiler.is_compiling() or cuda_graphs.is_capturing()
 
 
 def active_mask(mask: Optional[Tensor]) -> Optional[Tensor]:
-    """``mask`` unless it is None or (eagerly) has no True entry.  While compiling the mask is kept
-    as it is: testing its content would be a data-dependent branch, and applying an all-False mask
-    is exact."""
+    """``mask`` unless it is None or (eagerly) has no True entry.  In a trace the mask is kept as it
+    is: testing its content would synchronise with the host, and applying an all-False mask is
+    exact."""
     if mask is None:
         return None
-    if is_compiling():
+    if in_trace():
         return mask
     return mask if bool(mask.any()) else None
 
 
 # ------------------------------------------------------------------------------------------------
-# buckets
+# the loop, and the step compiled once
 # ------------------------------------------------------------------------------------------------
-def time_bucket(length: int) -> int:
-    """The padded length of one chunk of at most ``TIME_BUCKETS[-1]`` steps."""
-    for b in TIME_BUCKETS:
-        if length <= b:
-            return b
-    raise ValueError(f"a chunk has at most {TIME_BUCKETS[-1]} steps (got {length})")
+def step_loop(step: Callable, owner: nn.Module, carry: Sequence, seq: Sequence[Tensor],
+              valid: Optional[Tensor], consts: Sequence = ()) -> Tuple[Tuple[Tensor, ...], tuple]:
+    """The loop over time: ``step(owner, carry, x_t, valid_t, consts)`` for t = 0 .. T-1 (``x_t``
+    the t-th entry of every ``seq`` tensor); returns the stacked outputs and the final carry.  The
+    sequences are unbound once (indexing ``seq[t]`` would make every step's backward zero-fill a
+    full-size gradient)."""
+    steps = [s.unbind(0) for s in seq]
+    valids = None if valid is None else valid.unbind(0)
+    carry, outs = tuple(carry), []
+    for t in range(seq[0].size(0)):
+        out, carry = step(owner, carry, tuple(s[t] for s in steps), None if valids is None else valids[t], consts)
+        outs.append(out)
+    return tuple(torch.stack(parts) for parts in zip(*outs)), tuple(carry)
 
 
-def length_bucket(length: int) -> int:
-    """A padded length for a whole axis (e.g. the source seen by attention): a time bucket, or a
-    multiple of the largest one."""
-    if length <= TIME_BUCKETS[-1]:
-        return time_bucket(max(1, length))
-    return -(-length // TIME_BUCKETS[-1]) * TIME_BUCKETS[-1]
+_COMPILED: Dict[Callable, Callable] = {}
+_STATS = {"compiles": 0, "compile_fwd_s": 0.0, "compile_bwd_s": 0.0}
 
 
-BATCH_BUCKET_MANTISSAS = (4, 6)
+def _inductor(gm, example_inputs):
+    """Inductor (default mode), counting its compilations and timing the backward's, which AOT
+    autograd compiles at the first backward call (the forward's is timed by the call that compiles
+    it, :func:`compiled_step`)."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner  # noqa: PLC0415  (heavy, only when compiling)
+
+    def timed_inner(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return compile_fx_inner(*args, **kwargs)
+        finally:
+            if kwargs.get("is_backward"):
+                _STATS["compile_bwd_s"] += time.perf_counter() - start
+
+    return compile_fx(gm, example_inputs, inner_compile=timed_inner)
 
 
-def batch_bucket(size: int) -> int:
-    """The smallest ``m * 2^e >= size`` with m in ``BATCH_BUCKET_MANTISSAS``, e >= 0."""
-    if size <= BATCH_BUCKET_MANTISSAS[0]:
-        return BATCH_BUCKET_MANTISSAS[0]
-    e = max(0, int(math.floor(math.log2(size))) - 2)
-    while True:
-        for m in BATCH_BUCKET_MANTISSAS:
-            if m << e >= size:
-                return m << e
-        e += 1
+def _counted(backend):
+    def compile_graph(gm, example_inputs):
+        _STATS["compiles"] += 1
+        return backend(gm, example_inputs)
+    return compile_graph
 
 
-def time_chunks(length: int) -> List[Tuple[int, int]]:
-    step = TIME_BUCKETS[-1]
-    return [(s, min(length, s + step)) for s in range(0, length, step)]
-
-
-def pad_dim(t: Optional[Tensor], dim: int, size: int, value=0) -> Optional[Tensor]:
-    """``t`` padded with ``value`` at the end of ``dim`` up to ``size`` (unchanged if already)."""
-    if t is None or t.size(dim) == size:
-        return t
-    shape = list(t.shape)
-    shape[dim] = size - t.size(dim)
-    return torch.cat([t, t.new_full(shape, value)], dim)
-
-
-# ------------------------------------------------------------------------------------------------
-# compile cache and variants
-# ------------------------------------------------------------------------------------------------
-_COMPILED: Dict[Tuple[Callable, Optional[str]], Callable] = {}
-_VARIANTS: Dict[tuple, Dict[str, Any]] = {}
-_FAILED: Dict[Callable, str] = {}
-
-
-def compile_mode(device: torch.device) -> Optional[str]:
-    """CUDA graphs on CUDA; inductor's default elsewhere; never max-autotune."""
-    return "reduce-overhead" if device.type == "cuda" else None
+COMPILE_BACKEND: Any = _inductor  # tests substitute a counting backend
 
 
 def _raise_recompile_limit():
@@ -213,110 +212,102 @@ def _raise_recompile_limit():
         if hasattr(cfg, name) and getattr(cfg, name) < RECOMPILE_LIMIT:
             setattr(cfg, name, RECOMPILE_LIMIT)
             break
-    if hasattr(cfg, "accumulated_recompile_limit"):
-        cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
-    elif hasattr(cfg, "accumulated_cache_size_limit"):
-        cfg.accumulated_cache_size_limit = max(cfg.accumulated_cache_size_limit, 4 * RECOMPILE_LIMIT)
 
 
-def compiled(fn: Callable, device: torch.device) -> Callable:
-    """``torch.compile(fn, dynamic=False)`` in the device's mode, made once per (fn, mode)."""
-    mode = compile_mode(device)
-    key = (fn, mode)
-    if key not in _COMPILED:
+def compiled_step(step: Callable) -> Callable:
+    """``torch.compile(step)`` made once per step function (dynamo adds a variant per cell
+    configuration, dtype, grad mode and train/eval, never per time or batch size: :func:`_mark`)."""
+    fn = _COMPILED.get(step)
+    if fn is None:
         _raise_recompile_limit()
-        _COMPILED[key] = torch.compile(fn, dynamic=False, fullgraph=True, mode=mode)
-    return _COMPILED[key]
+        compiled = torch.compile(step, fullgraph=True, dynamic=None, backend=_counted(COMPILE_BACKEND))
+
+        def fn(owner, carry, x, valid, consts, _compiled=compiled, _name=step.__qualname__):
+            before, start = _STATS["compiles"], time.perf_counter()
+            try:
+                # allow_rnn: dynamo refuses to read the weights of an nn.LSTM/GRU/RNN otherwise
+                with torch._dynamo.config.patch(**({"allow_rnn": True} if hasattr(torch._dynamo.config, "allow_rnn") else {})):
+                    out = _compiled(owner, carry, x, valid, consts)
+                if _STATS["compiles"] != before:  # this call traced and compiled the forward
+                    _STATS["compile_fwd_s"] += time.perf_counter() - start
+                return out
+            except torch._dynamo.exc.RecompileError:
+                raise
+            except Exception as e:  # noqa: BLE001  (a compiler failure: one line naming the step)
+                first = str(e).splitlines()[0] if str(e) else ""
+                raise RuntimeError(f"--rnn-impl compiled: torch.compile of {_name} failed: "
+                                   f"{type(e).__name__}: {first} (use --rnn-impl eager)") from e
+
+        _COMPILED[step] = fn
+    return fn
 
 
-def _signature(args) -> tuple:
-    leaves, _ = torch.utils._pytree.tree_flatten(args)
-    return tuple((tuple(t.shape), t.dtype) if isinstance(t, Tensor) else type(t).__name__ for t in leaves)
+def _mark(batch_dims, tensors):
+    for t, d in zip(tensors, batch_dims):
+        if isinstance(t, Tensor) and d is not None:
+            torch._dynamo.maybe_mark_dynamic(t, d)
 
 
-def variants() -> Dict[tuple, Dict[str, Any]]:
-    """Every compiled variant called so far: key -> {"name", "calls", "first_call_s"} (the first
-    call's wall time includes compiling it)."""
-    return _VARIANTS
+def _marked(step: Callable, layout: Layout) -> Callable:
+    """``step`` with the batch axis of its carry, inputs and batched consts, and the other lengths of
+    its consts, marked dynamic before every call, so that dynamo compiles it once for every shape."""
+    def call(owner, carry, x, valid, consts):
+        if torch.is_grad_enabled() and any(isinstance(c, Tensor) and c.requires_grad for c in carry + x + tuple(consts)):
+            # a constant initial state as a leaf that requires grad: the first step then is the same
+            # compiled variant as every later one (its gradient stops there, as before)
+            carry = tuple(c.detach().requires_grad_() if isinstance(c, Tensor) and c.is_floating_point()
+                          and not c.requires_grad else c for c in carry)
+        _mark(layout.carry or [0] * len(carry), carry)
+        _mark([d - 1 for d in layout.seq] if layout.seq else [0] * len(x), x)
+        _mark([None if c is None else c[0] for c in layout.consts or ()], consts)
+        for t, dims in zip(consts, layout.lengths or ()):
+            _mark(dims, [t] * len(dims))
+        if valid is not None:
+            torch._dynamo.maybe_mark_dynamic(valid, 0)
+        return step(owner, carry, x, valid, consts)
+    return call
+
+
+def stats() -> Dict[str, Any]:
+    """Start-up costs so far: compilations of steps (count, forward and backward seconds, inductor's
+    generated kernels) and CUDA graphs (captured, live, capture seconds, fallbacks to eager)."""
+    try:
+        from torch._inductor import metrics  # noqa: PLC0415
+        kernels = int(metrics.generated_kernel_count)
+    except Exception:  # noqa: BLE001  (no inductor: nothing generated)
+        kernels = 0
+    return {**_STATS, "kernels": kernels, **cuda_graphs.stats()}
 
 
 def reset():
-    """Forget every compiled function and variant (tests; also resets dynamo's caches)."""
+    """Forget every compiled step and captured graph (tests; also resets dynamo's caches)."""
     _COMPILED.clear()
-    _VARIANTS.clear()
-    _FAILED.clear()
+    _STATS.update(compiles=0, compile_fwd_s=0.0, compile_bwd_s=0.0)
+    cuda_graphs.reset()
     torch._dynamo.reset()
 
 
-def call_compiled(owner: nn.Module, method: str, impl: str, *args):
-    """``type(owner).method(owner, *args)`` compiled (see module doc); falls back to eager with a
-    warning under ``auto`` if compiling fails."""
-    fn = getattr(type(owner), method)
-    device = next((t.device for t in torch.utils._pytree.tree_leaves(args) if isinstance(t, Tensor)),
-                  torch.device("cpu"))
-    if fn in _FAILED:
-        return fn(owner, *args)
-    key = (fn.__qualname__, _signature(args), device.type, torch.is_grad_enabled(), owner.training,
-           torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type))
-    record = _VARIANTS.get(key)
-    start = time.perf_counter()
-    try:
-        # allow_rnn: dynamo refuses to even read the weights of an nn.LSTM/GRU/RNN (TorchRNNLayer's)
-        patch = {"allow_rnn": True} if hasattr(torch._dynamo.config, "allow_rnn") else {}
-        with torch._dynamo.config.patch(**patch):
-            out = compiled(fn, device)(owner, *args)
-    except Exception as e:  # noqa: BLE001  (any compiler failure: eager is always available)
-        if impl == "compiled":
-            raise RuntimeError(f"--rnn-impl compiled: torch.compile of {fn.__qualname__} failed: "
-                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-        _FAILED[fn] = f"{type(e).__name__}: {e}"
-        warnings.warn(f"--rnn-impl auto: torch.compile of {fn.__qualname__} failed ({type(e).__name__}); "
-                      "running it eagerly")
-        return fn(owner, *args)
-    if record is None:
-        _VARIANTS[key] = {"name": fn.__qualname__, "calls": 1, "first_call_s": time.perf_counter() - start}
-    else:
-        record["calls"] += 1
-    if compile_mode(device) == "reduce-overhead":
-        # a CUDA graph's outputs live in its memory pool and are overwritten by its next replay
-        out = torch.utils._pytree.tree_map(lambda t: t.clone() if isinstance(t, Tensor) else t, out)
-    return out
+# ------------------------------------------------------------------------------------------------
+# the entry point of every layer and decoder
+# ------------------------------------------------------------------------------------------------
+def scan(owner: nn.Module, step: str, carry: Sequence, seq: Sequence[Tensor], valid: Optional[Tensor],
+         consts: Sequence = (), layout: Layout = Layout(), how: Optional[Execution] = None):
+    """Run ``owner.step`` over time (:func:`step_loop`) as ``owner.rnn_impl`` and the device select:
+    eager, with the step compiled once, and/or captured as CUDA graphs (inputs padded to buckets).
+    Returns exactly what the eager loop returns: the outputs ``[T, ...]`` and the final carry."""
+    fn = getattr(type(owner), step)
+    how = how or execution(getattr(owner, "rnn_impl", "auto"), seq[0])
+    if how.compiled:
+        fn = _marked(compiled_step(fn), layout)
+    if how.graphs:
+            return cuda_graphs.captured_scan(owner, fn, step_loop, carry, seq, valid, consts, layout,
+                                         f"{type(owner).__name__}.{step}")
+    return step_loop(fn, owner, carry, seq, valid, consts)
 
 
-def run_scan(owner: nn.Module, method: str, carry: Sequence[Optional[Tensor]], seq: Sequence[Tensor],
-             valid: Optional[Tensor], consts: Sequence[Any] = (), batch_dims: Optional[Sequence] = None,
-             impl: Optional[str] = None):
-    """Run the scan ``owner.method(carry, seq, valid, consts)`` compiled, on inputs padded to the
-    time and batch buckets (see the module doc), in chunks of at most ``TIME_BUCKETS[-1]`` steps.
-
-    ``batch_dims``: for each entry of ``consts``, None (not batched) or ``(dim, fill)``: the entry is
-    a tensor whose batch axis ``dim`` is padded with ``fill``.  Returns exactly what the eager call
-    returns: the outputs ``[T, B, ...]`` and the final carry, unpadded."""
-    impl = impl or getattr(owner, "rnn_impl", "compiled")
-    T, B = seq[0].shape[:2]
-    if T == 0:
-        return getattr(owner, method)(tuple(carry), tuple(seq), valid, tuple(consts))
-    Bp = batch_bucket(B)
-    device = seq[0].device
-    if valid is None:
-        valid = torch.ones(T, B, dtype=torch.bool, device=device)
-    carry = tuple(pad_dim(c, 0, Bp) for c in carry)
-    batch_dims = batch_dims or [None] * len(consts)
-    consts = tuple(c if bd is None else pad_dim(c, bd[0], Bp, bd[1]) for c, bd in zip(consts, batch_dims))
-    chunks = []
-    for start, stop in time_chunks(T):
-        Tp = time_bucket(stop - start)
-        s = tuple(pad_dim(pad_dim(x[start:stop], 0, Tp), 1, Bp) for x in seq)
-        v = pad_dim(pad_dim(valid[start:stop], 0, Tp, False), 1, Bp, False)
-        outs, carry = call_compiled(owner, method, impl, tuple(carry), s, v, consts)
-        chunks.append([o[: stop - start] for o in outs])
-    outs = tuple((torch.cat(parts) if len(parts) > 1 else parts[0])[:, :B] for parts in zip(*chunks))
-    return outs, tuple(None if c is None else c[:B] for c in carry)
-
-
-def flatten_states(states: Iterable) -> Tuple[List[Optional[Tensor]], List[int]]:
+def flatten_states(states) -> Tuple[List[Optional[Tensor]], List[int]]:
     """Layer states (tensor or tuple of tensors each) -> one flat list and the tuple sizes (0: a
-    bare tensor), for a scan's carry."""
+    bare tensor), for a loop's carry."""
     flat, kinds = [], []
     for s in states:
         if isinstance(s, tuple):
@@ -340,6 +331,6 @@ def unflatten_states(flat: Sequence, kinds: Sequence[int]) -> List:
     return out
 
 
-__all__ = ["RNN_IMPLS", "TIME_BUCKETS", "RecurrentImplConfig", "FastPathMixin", "set_rnn_impl", "use_compiled",
-           "active_mask", "time_bucket", "length_bucket", "batch_bucket", "run_scan", "variants", "reset",
-           "flatten_states", "unflatten_states", "check_rnn_impl"]
+__all__ = ["RNN_IMPLS", "RecurrentImplConfig", "FastPathMixin", "Execution", "Layout", "set_rnn_impl",
+           "execution", "in_trace", "active_mask", "length_bucket", "batch_bucket", "pad_dim", "scan", "step_loop",
+           "compiled_step", "stats", "reset", "flatten_states", "unflatten_states", "check_rnn_impl"]

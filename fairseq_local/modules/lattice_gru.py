@@ -146,18 +146,18 @@ def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
 
 
 class PaddedLevels(NamedTuple):
-    """A ``Schedule`` laid out for the compiled level scan: ``L`` levels padded to ``Lp`` (chunks of
-    at most ``TIME_BUCKETS[-1]`` levels, each padded to a time bucket), and each level's edges and
-    nodes padded to ``W`` slots, ``W`` the batch bucket of the widest level's edge count (a level
-    has at least as many edges as nodes, so one width serves both).  States live in one buffer of
-    ``1 + Lp * W`` rows: row 0 is the zero initial state, row ``1 + s * W + j`` the state of node
-    slot ``j`` of level ``s``.  Padded edge slots read row 0 and are composed into node slot
-    ``W - 1``, which is padding whenever a level has a padded edge slot (it then has fewer than
-    ``W`` edges, so fewer than ``W`` nodes); padded levels and node slots write rows that no real
-    edge reads, so real states are the same as in the eager loop."""
+    """A ``Schedule`` laid out for the level loop of the fast path: ``L`` levels (padded to ``Lp``
+    = a time bucket on the captured path, :func:`~fairseq_local.modules.fast_path.length_bucket`),
+    and each level's edges and nodes padded to ``W`` slots, ``W`` the batch bucket of the widest
+    level's edge count (a level has at least as many edges as nodes, so one width serves both).
+    States live in one buffer of ``1 + Lp * W`` rows: row 0 is the zero initial state, row
+    ``1 + s * W + j`` the state of node slot ``j`` of level ``s``.  Padded edge slots read row 0 and
+    are composed into node slot ``W - 1``, which is padding whenever a level has a padded edge slot
+    (it then has fewer than ``W`` edges, so fewer than ``W`` nodes); padded levels and node slots
+    write rows that no real edge reads, so real states are the same as in the eager loop."""
 
     width: int  # W
-    chunks: List[Tuple[int, int]]  # [start, stop) of each compiled call, in padded levels
+    levels: int  # Lp
     edge_slot: Tensor  # E: the edge's slot s * W + j
     node_slot: Tensor  # Nn: the node's slot s * W + j (its state buffer row is 1 + node_slot)
     pre_row: Tensor  # Lp x W: state buffer row of each edge slot's preceding state
@@ -165,16 +165,14 @@ class PaddedLevels(NamedTuple):
     write_row: Tensor  # Lp x W: state buffer row of each node slot
 
 
-def pad_levels(sched: Schedule) -> PaddedLevels:
-    """Lay a schedule out in the padded ``Lp x W`` level grid of ``PaddedLevels``: the number of
-    compiled variants is bounded by the time buckets times the width buckets
-    (``fairseq_local.modules.fast_path``)."""
+def pad_levels(sched: Schedule, bucket_levels: bool = True) -> PaddedLevels:
+    """Lay a schedule out in the padded ``Lp x W`` level grid of ``PaddedLevels`` (``bucket_levels``:
+    pad the levels to a time bucket, for the captured path, so that the number of graphs is bounded
+    by the time buckets times the width buckets)."""
     steps = sched.steps
     device = sched.edge_local.device
     width = fast_path.batch_bucket(max(e1 - e0 for _, e0, e1, _, _ in steps))
-    chunks = [(start, start + fast_path.time_bucket(stop - start))
-              for start, stop in fast_path.time_chunks(len(steps))]
-    n_levels = chunks[-1][1]
+    n_levels = fast_path.length_bucket(len(steps)) if bucket_levels else len(steps)
 
     def slots(bounds: List[Tuple[int, int]]) -> Tensor:
         counts = torch.tensor([b - a for a, b in bounds])
@@ -190,7 +188,7 @@ def pad_levels(sched: Schedule) -> PaddedLevels:
     pre_row = torch.zeros(grid, dtype=torch.long, device=device).index_copy(0, edge_slot, pre)
     local = torch.full((grid,), width - 1, dtype=torch.long, device=device).index_copy(0, edge_slot, sched.edge_local)
     write_row = torch.arange(1, grid + 1, device=device)
-    return PaddedLevels(width, chunks, edge_slot, node_slot, pre_row.view(n_levels, width),
+    return PaddedLevels(width, n_levels, edge_slot, node_slot, pre_row.view(n_levels, width),
                         local.view(n_levels, width), write_row.view(n_levels, width))
 
 
@@ -215,13 +213,18 @@ def compose(v: Tensor, local: Tensor, n: int, gate: Optional[nn.Linear],
     return v.new_zeros(n, v.size(1)).index_add(0, local, w.unsqueeze(1) * v), w
 
 
+# the level grid is padded by pad_levels; its "batch" is a level's slots: no further padding
+LEVEL_LAYOUT = fast_path.Layout(carry=(0,), seq=(1, 1, 1, 1), pad=False)
+
+
 class LatticeGRU(FastPathMixin, nn.Module):
     """One direction of an SWL-/DWL-GRU with pooling or gating composition.
 
     ``--rnn-impl`` (``fairseq_local.modules.fast_path``): eagerly, one step per level handles
-    exactly that level's edges and nodes; compiled, the same level step (``_level``) runs in
-    ``_level_scan`` over the padded level grid of ``pad_levels``, compiled once per (levels
-    bucket, width bucket).  Recording the gate weights (analysis) always runs eagerly."""
+    exactly that level's edges and nodes; on the fast path the same level computation (``_level``)
+    runs as the step ``_level_step`` over the padded level grid of ``pad_levels`` (compiled once,
+    or captured once per (levels bucket, width bucket)).  Recording the gate weights (analysis)
+    always runs eagerly."""
 
     def __init__(self, input_size: int, hidden_size: int, variant: str = "dwl", composition: str = "gating",
                  init_scale: float = 0.1):
@@ -261,26 +264,22 @@ class LatticeGRU(FastPathMixin, nn.Module):
         h_pre, w = compose(h_pre, local, n, self.gate_h, padded)  # Eq. 11-15
         return self._cell(gi, h_pre), w
 
-    def _level_scan(self, carry, seq, valid, consts):
-        """The level loop over a chunk of the padded grid (a scan, ``fast_path``'s signature):
-        ``carry`` the state buffer, ``seq`` (gi, pre_row, local, write_row), each ``[levels, W, ...]``."""
+    def _level_step(self, carry, x, valid, consts):
+        """One level of the padded grid, the step of the fast path (:mod:`.fast_path`): carry the
+        state buffer, x (gi ``[W, G*H]``, pre_row, local, write_row ``[W]``)."""
         (states,) = carry
-        gi, pre_row, local, write_row = seq
-        for t in range(gi.size(0)):
-            h, _ = self._level(gi[t], states.index_select(0, pre_row[t]), local[t], gi.size(1), padded=True)
-            states = states.index_copy(0, write_row[t], h)
-        return (), (states,)
+        gi, pre_row, local, write_row = x
+        h, _ = self._level(gi, states.index_select(0, pre_row), local, gi.size(0), padded=True)
+        return (), (states.index_copy(0, write_row, h),)
 
-    def _compiled_levels(self, gi: Tensor, sched: Schedule) -> Tensor:
-        """Every node's state (schedule order) from the compiled level scan."""
-        grid = pad_levels(sched)
+    def _fast_levels(self, gi: Tensor, sched: Schedule, how: "fast_path.Execution") -> Tensor:
+        """Every node's state (schedule order) from the level loop over the padded grid."""
+        grid = pad_levels(sched, bucket_levels=how.graphs)
         rows = grid.edge_slot if self.variant == "dwl" else grid.node_slot
-        n_levels, width = grid.pre_row.shape
-        gi = gi.new_zeros(n_levels * width, gi.size(1)).index_copy(0, rows, gi).view(n_levels, width, -1)
-        states = gi.new_zeros(1 + n_levels * width, self.hidden_size)
-        for start, stop in grid.chunks:
-            seq = tuple(x[start:stop] for x in (gi, grid.pre_row, grid.local, grid.write_row))
-            _, (states,) = fast_path.call_compiled(self, "_level_scan", self.rnn_impl, (states,), seq, None, ())
+        gi = gi.new_zeros(grid.levels * grid.width, gi.size(1)).index_copy(0, rows, gi).view(grid.levels, grid.width, -1)
+        states = gi.new_zeros(1 + grid.levels * grid.width, self.hidden_size)
+        _, (states,) = fast_path.scan(self, "_level_step", (states,), (gi, grid.pre_row, grid.local, grid.write_row),
+                                      None, (), LEVEL_LAYOUT, how=how)
         return states.index_select(0, 1 + grid.node_slot)
 
     def forward(self, embed: Tensor, sched: Schedule, bsz: int, n_pos: int,
@@ -296,8 +295,9 @@ class LatticeGRU(FastPathMixin, nn.Module):
         weights = [] if record_gates else None
         zero = embed.new_zeros(1, self.hidden_size)
         outs: List[Tensor] = []  # node states of each step (no B x P buffer: O(E) work per step)
-        if sched.steps and not record_gates and self.use_compiled(embed):
-            outs.append(self._compiled_levels(gi, sched))
+        how = self.execution(embed)
+        if sched.steps and not record_gates and how.fast:
+            outs.append(self._fast_levels(gi, sched, how))
         else:
             for (_, e0, e1, n0, n1), (srcs, local_rows) in zip(sched.steps, sched.sources):  # one level per step
                 parts = [zero if s < 0 else outs[s] for s in srcs]

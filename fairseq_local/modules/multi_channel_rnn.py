@@ -53,7 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_local.modules.fast_path import FastPathMixin, active_mask, run_scan
+from fairseq_local.modules.fast_path import FastPathMixin, active_mask, scan
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 CELL_MEMORY = ("chain", "block_mean")
@@ -181,11 +181,7 @@ class MultiChannelRNNLayer(FastPathMixin, nn.Module):
         w_block = self.block_weight if not gates_space else self._dropconnect(self.block_weight)
         w_block = self._stacked_block_weight(w_block)  # sum_j h_j W_j^T
 
-        carry = (hist, cmem)
-        if self.use_compiled(x):
-            (hs,), (hist, cmem) = run_scan(self, "_scan", carry, (coef, x_proj), valid, (w_hh, w_block))
-        else:
-            (hs,), (hist, cmem) = self._scan(carry, (coef, x_proj), valid, (w_hh, w_block))
+        (hs,), (hist, cmem) = scan(self, "_step", (hist, cmem), (coef, x_proj), valid, (w_hh, w_block))
         if K == 1:
             alpha, out = hs.new_ones(T, B, 1), hs[:, :, 0]
         else:  # Eq. 4-6 for every step and channel at once: e = r^T tanh(V_h h + V_x x)
@@ -201,53 +197,43 @@ class MultiChannelRNNLayer(FastPathMixin, nn.Module):
         new_state = (hist, cmem, pos) if self.cell == "lstm" else (hist, pos)
         return out, new_state
 
-    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The time loop (Eq. 2-3 for every channel), the layer's scan (:mod:`.fast_path`): carry
-        ``(hist, cmem or None)``, seq ``(coef[T, B, K, J], x_proj[T, B, 1, G*H])``, ``valid[T, B]``
-        or None, consts ``(W_hh or None, [W_1; ...; W_{n-1}]^T)``; returns ``((h[T, B, K, H],),
-        (hist, cmem))``.  The eager path calls it directly, the compiled path compiles it."""
+    def _step(self, carry, x, valid: Optional[Tensor], consts):
+        """One time step (Eq. 2-3 for every channel), the layer's step (:mod:`.fast_path`): carry
+        ``(hist, cmem or None)``, x ``(coef[B, K, J], x_proj[B, 1, G*H])``, ``valid[B]`` or None,
+        consts ``(W_hh or None, [W_1; ...; W_{n-1}]^T)``; returns ``((h[B, K, H],), (hist, cmem))``."""
         hist, cmem = carry
-        coef, x_proj = seq
+        coef, gi = x
         w_hh, w_block = consts
-        T, B = coef.shape[:2]
-        K, J, H = self.channels, self.lags, self.hidden_size
-        gates_space = self.weight_space == "gates"
-        outs = []
-        for t in range(T):
-            c_t = coef[t].unsqueeze(-1)  # [B, K, J, 1]
-            weighted = hist * c_t
-            if gates_space:  # W_j h in gate space; the GRU interpolates with the block mean
-                rec = torch.addmm(self.bias_hh, weighted.view(B * K, J * H), w_block).view(B, K, -1)
-                s = weighted.sum(2) if self.cell == "gru" else None
-            else:
-                s = torch.mm(weighted.view(B * K, J * H), w_block)  # Eq. 2, all channels
-                rec = F.linear(s, w_hh, self.bias_hh).view(B, K, -1)
-            gi = x_proj[t]
-            if self.cell == "lstm":
-                i, f, g, o = (gi + rec).chunk(4, dim=-1)
-                c_prev = cmem[:, :, 0] if self.cell_memory == "chain" else (cmem * c_t).sum(2)
-                c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
-                h_new = torch.sigmoid(o) * torch.tanh(c_new)
-            elif self.cell == "gru":
-                gi_r, gi_z, gi_n = gi.chunk(3, dim=-1)
-                gh_r, gh_z, gh_n = rec.chunk(3, dim=-1)
-                r, z = torch.sigmoid(gi_r + gh_r), torch.sigmoid(gi_z + gh_z)
-                h_new = (1 - z) * torch.tanh(gi_n + r * gh_n) + z * s.reshape(B, K, H)
-            else:
-                h_new = torch.tanh(gi + rec)
-            new_hist = torch.cat([h_new.unsqueeze(2), hist[:, :, :-1]], dim=2)
-            if self.cell == "lstm":
-                new_cmem = torch.cat([c_new.unsqueeze(2), cmem[:, :, :-1]], dim=2)
-            if valid is not None:  # padded positions leave the state unchanged
-                keep = valid[t].view(B, 1, 1, 1)
-                new_hist = torch.where(keep, new_hist, hist)
-                if self.cell == "lstm":
-                    new_cmem = torch.where(keep, new_cmem, cmem)
-            hist = new_hist
-            if self.cell == "lstm":
-                cmem = new_cmem
-            outs.append(h_new)
-        return (torch.stack(outs),), (hist, cmem)
+        B, K, J = coef.shape
+        H = self.hidden_size
+        c_t = coef.unsqueeze(-1)  # [B, K, J, 1]
+        weighted = hist * c_t
+        if self.weight_space == "gates":  # W_j h in gate space; the GRU interpolates with the block mean
+            rec = torch.addmm(self.bias_hh, weighted.reshape(B * K, J * H), w_block).view(B, K, -1)
+            s = weighted.sum(2) if self.cell == "gru" else None
+        else:
+            s = torch.mm(weighted.reshape(B * K, J * H), w_block)  # Eq. 2, all channels
+            rec = F.linear(s, w_hh, self.bias_hh).view(B, K, -1)
+        if self.cell == "lstm":
+            i, f, g, o = (gi + rec).chunk(4, dim=-1)
+            c_prev = cmem[:, :, 0] if self.cell_memory == "chain" else (cmem * c_t).sum(2)
+            c_new = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
+            h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        elif self.cell == "gru":
+            gi_r, gi_z, gi_n = gi.chunk(3, dim=-1)
+            gh_r, gh_z, gh_n = rec.chunk(3, dim=-1)
+            r, z = torch.sigmoid(gi_r + gh_r), torch.sigmoid(gi_z + gh_z)
+            h_new = (1 - z) * torch.tanh(gi_n + r * gh_n) + z * s.reshape(B, K, H)
+        else:
+            h_new = torch.tanh(gi + rec)
+        new_hist = torch.cat([h_new.unsqueeze(2), hist[:, :, :-1]], dim=2)
+        new_cmem = torch.cat([c_new.unsqueeze(2), cmem[:, :, :-1]], dim=2) if self.cell == "lstm" else None
+        if valid is not None:  # padded positions leave the state unchanged
+            keep = valid.view(B, 1, 1, 1)
+            new_hist = torch.where(keep, new_hist, hist)
+            if new_cmem is not None:
+                new_cmem = torch.where(keep, new_cmem, cmem)
+        return (h_new,), (new_hist, new_cmem)
 
     def _stacked_block_weight(self, w: Tensor) -> Tensor:
         """``[W_1^T; ...; W_{n-1}^T]`` as one ``(n-1)H x out`` matrix (a transposed copy, made on

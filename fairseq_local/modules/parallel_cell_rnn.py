@@ -60,12 +60,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq_local.modules.amp import autocast_inputs
-from fairseq_local.modules.fast_path import FastPathMixin, is_compiling, run_scan
+from fairseq_local.modules.fast_path import FastPathMixin, Layout, in_trace, scan
 
 State = Tuple[Tensor, ...]
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 CELL_INPUTS = ("full", "slice")
+STEP_LAYOUT = Layout(carry=(1, 1), seq=(2,))  # the step loop's batch axes: cells come first
 
 
 def input_slices(input_size: int, wide: int) -> Tuple[int, ...]:
@@ -191,90 +192,95 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None,
         input_proj: Optional[Tensor] = None,
     ) -> Tuple[Tensor, State]:
-        """``input_proj``: ``W_ih x + b`` computed by the caller (``[T, B, wide*G*k]``), or None."""
+        """``input_proj``: ``W x + b`` computed by the caller (``[T, B, wide*G*k]``), or None."""
         T, B, _ = x.shape
-        n, k, g = self.wide, self.cell_size, self.num_gates
         if state is None:
             state = self.zero_state(B, x)
         if T == 0:
             return x.new_zeros(0, B, self.hidden_size), tuple(state)
-        if (self.cell == "lstm" and n == 1 and T > 1 and padding_mask is None and not self.masked_cells
-                and not self.force_autograd and input_proj is None):
-            return self._fused_standard_lstm(x, state)
-        h, *rest = state
-        c = rest[0] if rest else None
-        # one matmul: input projection of every cell at every step, laid out [T, n, B, g*k]
+        return getattr(self, self.implementation(x, padding_mask, input_proj))(x, state, padding_mask, input_proj)
+
+    def implementation(self, x: Tensor, padding_mask: Optional[Tensor], input_proj: Optional[Tensor]) -> str:
+        """The method that runs this call:
+
+        * ``_fused_standard_lstm``: wide = 1 LSTM cells (a standard LSTM), an unpadded multi-step
+          call, nothing masked: torch's fused kernel (oneDNN, cuDNN);
+        * ``_block_diagonal_lstm``: LSTM cells on the eager path: the time loop is one autograd node
+          with a hand-written backward;
+        * ``_stepped``: the step loop (:meth:`_step`): GRU and tanh cells, masked cells,
+          ``force_autograd``, the compiled or captured path (``--rnn-impl``) and inside a compiled
+          or captured decoder step."""
+        plain_lstm = self.cell == "lstm" and not self.masked_cells and not self.force_autograd
+        if plain_lstm and self.wide == 1 and x.size(0) > 1 and padding_mask is None and input_proj is None:
+            return "_fused_standard_lstm"
+        if plain_lstm and not self.execution(x).fast and not in_trace():
+            return "_block_diagonal_lstm"
+        return "_stepped"
+
+    def _projected(self, x: Tensor, input_proj: Optional[Tensor]) -> Tensor:
+        """The input projection of every cell at every step, ``[T, B, n, G*k]``."""
         xproj = input_proj if input_proj is not None else self._input_projection(x)
-        xproj = xproj.view(T, B, n, g * k)
-        pad = None if padding_mask is None else padding_mask.view(T, 1, B, 1)
+        return xproj.view(x.size(0), x.size(1), self.wide, self.num_gates * self.cell_size)
+
+    def _block_diagonal_lstm(self, x: Tensor, state: State, padding_mask: Optional[Tensor],
+                             input_proj: Optional[Tensor]) -> Tuple[Tensor, State]:
+        T, B, _ = x.shape
+        h, c = state
+        keep = None if padding_mask is None else (~padding_mask).view(T, 1, B, 1).to(x.dtype)
+        out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(self._projected(x, input_proj), self._cells_first(h),
+                                                              self._cells_first(c), self.weight_hh, keep))
+        return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
+
+    def _stepped(self, x: Tensor, state: State, padding_mask: Optional[Tensor],
+                 input_proj: Optional[Tensor]) -> Tuple[Tensor, State]:
+        T, B, _ = x.shape
         keep_cells = None
         if self.masked_cells:
-            keep_cells = x.new_ones(n, 1, 1)
+            keep_cells = x.new_ones(self.wide, 1, 1)
             keep_cells[list(self.masked_cells)] = 0
-        if self.cell == "lstm" and keep_cells is None and not self.force_autograd and not self.use_scan(x):
-            keep = None if pad is None else (~pad).to(x.dtype)
-            out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(xproj, self._cells_first(h), self._cells_first(c),
-                                                                  self.weight_hh, keep))
-            return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
-        carry, seq, consts = (h, c), (xproj,), (keep_cells,)
-        valid = None if pad is None else ~padding_mask
-        if self.use_compiled(x):
-            (out,), (h, c) = run_scan(self, "_scan", carry, seq, valid, consts)
-        else:
-            (out,), (h, c) = self._scan(carry, seq, valid, consts)
-        return out.reshape(T, B, self.hidden_size), ((h, c) if self.cell == "lstm" else (h,))
+        h, *rest = state
+        carry = (self._cells_first(h), self._cells_first(rest[0]) if rest else None)
+        # [T, n, B, G*k]: one contiguous block per step
+        xsteps = self._projected(x, input_proj).transpose(1, 2).contiguous()
+        valid = None if padding_mask is None else ~padding_mask
+        (out,), (h, c) = scan(self, "_step", carry, (xsteps,), valid, (keep_cells,), layout=STEP_LAYOUT)
+        out = out.transpose(1, 2).reshape(T, B, self.hidden_size)
+        return out, ((self._batch_first(h), self._batch_first(c)) if self.cell == "lstm" else (self._batch_first(h),))
 
-    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The time loop of every cell (the equations of the module doc), the layer's scan
-        (:mod:`.fast_path`): carry ``(h[B, m], c[B, m] or None)``, seq ``(xproj[T, B, n, G*k],)``,
-        ``valid[T, B]`` or None, consts ``(keep_cells[n, 1, 1] or None,)``; returns
-        ``((out[T, B, n, k],), (h, c))``.  GRU, tanh-RNN and masked cells always run it; LSTM cells
-        under ``force_autograd``, on the compiled path and inside a compiled decoder step."""
-        h, c = (None if s is None else self._cells_first(s) for s in carry)
-        (xproj,) = seq
+    def _step(self, carry, x, valid: Optional[Tensor], consts):
+        """One time step of every cell (the equations of the module doc), the layer's step
+        (:mod:`.fast_path`): carry ``(h[n, B, k], c[n, B, k] or None)`` (cells first), x
+        ``(xproj[n, B, G*k],)``, ``valid[B]`` or None, consts ``(keep_cells[n, 1, 1] or None,)``;
+        returns ``((out[n, B, k],), (h, c))``."""
+        h, c = carry
+        (xt,) = x
         (keep_cells,) = consts
-        T = xproj.size(0)
-        # [T, n, B, g*k]; unbind once: indexing xproj[t] would make every step's backward zero-fill
-        xsteps = xproj.transpose(1, 2).contiguous().unbind(0)
-        pad = None if valid is None else (~valid).view(T, 1, -1, 1)
-        outs = []
-        for t in range(T):
-            if self.cell == "lstm":
-                gates = torch.baddbmm(xsteps[t], h, self.weight_hh)  # block-diagonal recurrence
-                # chunk, not slicing: a slice's backward allocates a zero tensor of the full size
-                i, f, g_, o = gates.chunk(4, dim=-1)
-                c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g_)
-                h_new = torch.sigmoid(o) * torch.tanh(c_new)
-            elif self.cell == "gru":
-                h_r, h_z, h_n = torch.bmm(h, self.weight_hh).chunk(3, dim=-1)
-                x_r, x_z, x_n = xsteps[t].chunk(3, dim=-1)
-                r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-                cand = torch.tanh(x_n + r * (h_n + self.bias_hn))
-                h_new = cand + z * (h - cand)
-                c_new = None
-            else:
-                h_new = torch.tanh(torch.baddbmm(xsteps[t], h, self.weight_hh))
-                c_new = None
-            if keep_cells is not None:
-                h_new = h_new * keep_cells
-            if pad is not None:
-                p = pad[t]
-                outs.append(h_new.masked_fill(p, 0.0))
-                h = torch.where(p, h, h_new)
-                if c is not None:
-                    c = torch.where(p, c, c_new)
-            else:
-                outs.append(h_new)
-                h, c = h_new, c_new
-        out = torch.stack(outs, 0).transpose(1, 2)
-        return (out,), (self._batch_first(h), None if c is None else self._batch_first(c))
+        if self.cell == "lstm":
+            gates = torch.baddbmm(xt, h, self.weight_hh)  # block-diagonal recurrence
+            # chunk, not slicing: a slice's backward allocates a zero tensor of the full size
+            i, f, g_, o = gates.chunk(4, dim=-1)
+            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g_)
+            h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        elif self.cell == "gru":
+            h_r, h_z, h_n = torch.bmm(h, self.weight_hh).chunk(3, dim=-1)
+            x_r, x_z, x_n = xt.chunk(3, dim=-1)
+            r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+            cand = torch.tanh(x_n + r * (h_n + self.bias_hn))
+            h_new = cand + z * (h - cand)
+            c_new = None
+        else:
+            h_new = torch.tanh(torch.baddbmm(xt, h, self.weight_hh))
+            c_new = None
+        if keep_cells is not None:
+            h_new = h_new * keep_cells
+        if valid is None:
+            return (h_new,), (h_new, c_new)
+        pad = ~valid.view(1, -1, 1)
+        return (h_new.masked_fill(pad, 0.0),), (torch.where(pad, h, h_new),
+                                                None if c is None else torch.where(pad, c, c_new))
 
-    def use_scan(self, x: Tensor) -> bool:
-        """LSTM cells: step through :meth:`_scan` (autograd) instead of ``_BlockDiagonalLSTM``: on
-        the compiled path, and while being traced into a compiled decoder step."""
-        return is_compiling() or self.use_compiled(x)
-
-    def _fused_standard_lstm(self, x: Tensor, state: State) -> Tuple[Tensor, State]:
+    def _fused_standard_lstm(self, x: Tensor, state: State, padding_mask: None = None,
+                             input_proj: None = None) -> Tuple[Tensor, State]:
         """wide=1 is exactly a standard LSTM: run whole unpadded sequences through torch's fused
         kernel (oneDNN on CPU, cuDNN on GPU), as ``torch.nn.LSTM`` does."""
         h0, c0 = state

@@ -7,7 +7,7 @@ from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
 from fairseq_local.modules.awd_dropout import LockedDropout, embedding_dropout
-from fairseq_local.modules.fast_path import FastPathMixin, flatten_states, run_scan, unflatten_states
+from fairseq_local.modules.fast_path import FastPathMixin, flatten_states, scan, unflatten_states
 from fairseq_local.modules.recurrent_seq2seq import LayerFactory, RecurrentDecoderMixin
 
 
@@ -60,11 +60,11 @@ class RecurrentLMDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqIncrementa
             states = [None] * self.num_layers
         x = embedding_dropout(self.embed_tokens, prev_output_tokens, self.dropout_embed, self.training)
         x = self.drop_in(x.transpose(0, 1))
-        if x.size(0) == 1 and self.use_compiled(x):  # the incremental step: the whole stack is one graph
+        if x.size(0) == 1 and self.execution(x).fast:  # the incremental step: the whole stack is one step
             states = [layer.state_from_hidden(x.new_zeros(x.size(1), layer.hidden_size)) if s is None else s
                       for layer, s in zip(self.layers, states)]
             flat, kinds = flatten_states(states)
-            (x,), flat = run_scan(self, "_stack_scan", flat, (x,), None, (kinds,))
+            (x,), flat = scan(self, "_stack_step", flat, (x,), None, (kinds,))
             states = unflatten_states(flat, kinds)
         else:  # longer inputs: each layer runs its own (eager or compiled) scan
             (x,), states = self._stack(x, states, None)
@@ -86,12 +86,14 @@ class RecurrentLMDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqIncrementa
             x, states[i] = layer(x, states[i], padding_mask=mask)
         return (x,), states
 
-    def _stack_scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The layer stack as a scan (:mod:`.fast_path`), compiled for the incremental step: carry
-        the flat layer states, seq ``(x[T, B, E],)``, consts ``(state kinds,)``."""
+    def _stack_step(self, carry, x, valid: Optional[Tensor], consts):
+        """One step of the layer stack, the decoder's step (:mod:`.fast_path`) for the incremental
+        step: carry the flat layer states, x ``(x[B, E],)``, ``valid[B]`` or None, consts
+        ``(state kinds,)``."""
         (kinds,) = consts
-        outs, states = self._stack(seq[0], unflatten_states(carry, kinds), valid)
-        return outs, tuple(flatten_states(states)[0])
+        (out,), states = self._stack(x[0].unsqueeze(0), unflatten_states(list(carry), kinds),
+                                     None if valid is None else valid.unsqueeze(0))
+        return (out[0],), tuple(flatten_states(states)[0])
 
     def reorder_incremental_state(self, incremental_state, new_order):
         self._reorder_cached_state(incremental_state, new_order, lambda cached: {})

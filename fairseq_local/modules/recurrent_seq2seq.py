@@ -18,9 +18,10 @@ encoders) is built from these two classes (and the LM decoder of
   The input-feeding decoder then computes each step's input projection with a ``StepwiseLinear``,
   so in training the weight gradient is one product over all target steps, not one per step.
 * optional: the fast path (``--rnn-impl``, :mod:`fairseq_local.modules.fast_path`): the layer's time
-  loop is one method ``_scan(carry, seq, valid, consts)`` that the eager path calls and the compiled
-  path compiles; the layer mixes in ``FastPathMixin`` and runs its eager code while being traced.
-  The decoders below follow the same scheme for their own step loops.
+  step is one method ``_step(carry, x, valid, consts)`` that ``fast_path.scan`` runs eagerly,
+  compiled once, or captured as CUDA graphs; the layer mixes in ``FastPathMixin`` and runs its step
+  code inside a compiled or captured loop.  The decoders below follow the same scheme for their own
+  step loops.
 
 Encoders return fairseq's dict convention ``{"encoder_out": [T x B x C], "encoder_padding_mask":
 [B x T] or [], "encoder_final_hidden": [B x C] or [], "src_tokens": [], "src_lengths": []}``.
@@ -43,16 +44,19 @@ from torch import Tensor
 
 from fairseq_local.modules.fast_path import (
     FastPathMixin,
+    Layout,
     flatten_states,
     length_bucket,
     pad_dim,
-    run_scan,
+    scan,
     unflatten_states,
 )
 from fairseq_local.modules.rnn_attention import RNNSearchAttention
 from fairseq_local.modules.stepwise_linear import StepwiseLinear
 
 LayerFactory = Callable[[int, int, int], nn.Module]
+# the input-feeding loop's batch axes (and source axes): encoder_out, its padding mask, the attention keys
+FEED_LAYOUT = Layout(consts=((1, 0), (0, False), (1, 0), None, None), lengths=((0,), (1,), (0,), (), ()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -301,11 +305,7 @@ class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqInc
             keys = self.attention.project_keys(enc)
         if self.input_feeding:
             flat, kinds = flatten_states(states)
-            if self.use_compiled(y):
-                (top, ctx, attn), carry = self._compiled_feed(query, flat, y, enc, enc_mask, keys, kinds)
-            else:
-                consts = (enc, enc_mask, keys, kinds, self._stepwise_projections(seqlen, bsz))
-                (top, ctx, attn), carry = self._feed_scan((query, *flat), (y,), None, consts)
+            (top, ctx, attn), carry = self._feed(query, flat, kinds, y, enc, enc_mask, keys)
             query, states = carry[0], unflatten_states(carry[1:], kinds)
         else:
             top = y
@@ -323,47 +323,47 @@ class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqInc
             self.set_incremental_state(incremental_state, "cached_state", cache)
         return out.transpose(0, 1), attn.transpose(0, 1)
 
-    def _feed_scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The input-feeding step loop, the decoder's scan (:mod:`.fast_path`; beam search runs it
-        with T = 1 per generated token): at step t, c_t = attention(s_{t-1}), the first layer reads
-        [y_{t-1}; c_t], every layer advances one step.  carry ``(s, *flat layer states)``, seq
-        ``(y[T, B, E],)``, ``valid[T, B]`` or None (padded steps keep every state), consts
-        ``(encoder_out, encoder_padding_mask, keys, state kinds, stepwise projections or None)``;
-        returns ``((s[T, B, H], c[T, B, C], attn[T, B, S]), carry)``."""
-        query, flat = carry[0], carry[1:]
-        (y,) = seq
-        enc, enc_mask, keys, kinds, projs = consts
-        states = unflatten_states(flat, kinds)
-        tops, ctxs, attns = [], [], []
-        for t in range(y.size(0)):
-            mask = None if valid is None else ~valid[t : t + 1]
-            ctx, a = self.attention(query, enc, enc_mask, keys)
-            inp = torch.cat([y[t], ctx], dim=-1).unsqueeze(0)
-            for i, layer in enumerate(self.layers):
-                if i > 0:
-                    inp = self.dropout_out_module(inp)
-                if projs is None or projs[i] is None:
-                    inp, states[i] = layer(inp, states[i], padding_mask=mask)
-                else:
-                    inp, states[i] = layer(inp, states[i], padding_mask=mask, input_proj=projs[i](inp))
-            query = inp[0] if valid is None else torch.where(valid[t].unsqueeze(-1), inp[0], query)
-            tops.append(inp[0])
-            ctxs.append(ctx)
-            attns.append(a)
-        flat, _ = flatten_states(states)
-        return (torch.stack(tops), torch.stack(ctxs), torch.stack(attns)), (query, *flat)
-
-    def _compiled_feed(self, query, flat, y, enc, enc_mask, keys, kinds):
-        """:meth:`_feed_scan` compiled: the source axis padded to a bucket (padded positions masked),
-        then :func:`~fairseq_local.modules.fast_path.run_scan` pads time and batch."""
+    def _feed(self, query, flat, kinds, y, enc, enc_mask, keys):
+        """The input-feeding loop over the target steps (:meth:`_feed_step`; beam search runs it with
+        T = 1 per generated token).  Eagerly, layers that expose their input projection get it from a
+        ``StepwiseLinear``; captured as CUDA graphs, the source axis is padded to a bucket (padded
+        positions masked) and ``fast_path.scan`` pads time and batch."""
+        how = self.execution(y)
+        if not how.fast:
+            consts = (enc, enc_mask, keys, kinds, self._stepwise_projections(y.size(0), y.size(1)))
+            return scan(self, "_feed_step", (query, *flat), (y,), None, consts, how=how)
         S, B = enc.shape[:2]
-        Sp = length_bucket(S)
-        mask = enc.new_zeros(B, S, dtype=torch.bool) if enc_mask is None else enc_mask
-        enc, keys, mask = pad_dim(enc, 0, Sp), pad_dim(keys, 0, Sp), pad_dim(mask, 1, Sp, True)
-        consts = (enc, mask, keys, kinds, None)
-        (top, ctx, attn), carry = run_scan(self, "_feed_scan", (query, *flat), (y,), None, consts,
-                                           batch_dims=[(1, 0), (0, False), (1, 0), None, None])
+        src = S
+        if how.graphs:
+            src = length_bucket(S)
+            enc_mask = enc.new_zeros(B, S, dtype=torch.bool) if enc_mask is None else enc_mask
+            enc, keys, enc_mask = pad_dim(enc, 0, src), pad_dim(keys, 0, src), pad_dim(enc_mask, 1, src, True)
+        (top, ctx, attn), carry = scan(self, "_feed_step", (query, *flat), (y,), None,
+                                       (enc, enc_mask, keys, kinds, None), FEED_LAYOUT, how=how)
         return (top, ctx, attn[..., :S]), carry
+
+    def _feed_step(self, carry, x, valid: Optional[Tensor], consts):
+        """One input-feeding step, the decoder's step (:mod:`.fast_path`): c_t = attention(s_{t-1}),
+        the first layer reads [y_{t-1}; c_t], every layer advances one step.  carry ``(s, *flat layer
+        states)``, x ``(y[B, E],)``, ``valid[B]`` or None (a padded step keeps every state), consts
+        ``(encoder_out, encoder_padding_mask, keys, state kinds, stepwise projections or None)``;
+        returns ``((s[B, H], c[B, C], attn[B, S]), carry)``."""
+        query, flat = carry[0], carry[1:]
+        (y,) = x
+        enc, enc_mask, keys, kinds, projs = consts
+        states = unflatten_states(list(flat), kinds)
+        mask = None if valid is None else ~valid.unsqueeze(0)
+        ctx, a = self.attention(query, enc, enc_mask, keys)
+        inp = torch.cat([y, ctx], dim=-1).unsqueeze(0)
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                inp = self.dropout_out_module(inp)
+            if projs is None or projs[i] is None:
+                inp, states[i] = layer(inp, states[i], padding_mask=mask)
+            else:
+                inp, states[i] = layer(inp, states[i], padding_mask=mask, input_proj=projs[i](inp))
+        query = inp[0] if valid is None else torch.where(valid.unsqueeze(-1), inp[0], query)
+        return (inp[0], ctx, a), (query, *flatten_states(states)[0])
 
     def _stepwise_projections(self, seqlen: int, bsz: int) -> List[Optional[StepwiseLinear]]:
         """In training, layers that expose their input projection get it from a ``StepwiseLinear``

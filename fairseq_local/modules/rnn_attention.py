@@ -19,6 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_local.modules.fast_path import in_trace
+
 
 def _uniform_linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
     m = nn.Linear(in_features, out_features, bias=bias)
@@ -73,7 +75,7 @@ class RNNSearchAttention(nn.Module):
         q = self.query_proj(query)  # T x B x A
         # T x B x 1 x A  +  1 x B x S x A  ->  T x B x S
         scores = self.score(torch.tanh(q.unsqueeze(2) + keys.transpose(0, 1).unsqueeze(0))).squeeze(-1)
-        if encoder_padding_mask is not None and (torch.compiler.is_compiling() or encoder_padding_mask.any()):
+        if encoder_padding_mask is not None and (in_trace() or encoder_padding_mask.any()):
             scores = scores.masked_fill(encoder_padding_mask.unsqueeze(0), float("-inf"))
         attn = F.softmax(scores.float(), dim=-1).type_as(scores)
         context = torch.einsum("tbs,sbc->tbc", attn, encoder_out)

@@ -6,9 +6,9 @@ zeros.  Full sequences without padding go straight through the fused ``nn.LSTM``
 kernel (cuDNN on GPU, MKL/oneDNN on CPU).  When every column's real tokens form one contiguous
 run (left padding, right padding, or a flipped left-padded source in a backward encoder) the
 columns are shifted to start at 0, packed with ``pack_padded_sequence`` and shifted back, which
-is exact.  Any other mask runs a masked loop of torch's own cell steps (:meth:`TorchRNNLayer._scan`),
-eager or compiled (``--rnn-impl``, :mod:`fairseq_local.modules.fast_path`); traced into a compiled
-decoder step the layer always runs that loop.  State is batch-first:
+is exact.  Any other mask runs a masked loop of torch's own cell steps (:meth:`TorchRNNLayer._step`),
+eager, compiled or captured (``--rnn-impl``, :mod:`fairseq_local.modules.fast_path`); inside a
+compiled or captured decoder step the layer always runs that loop.  State is batch-first:
 LSTM ``(h[B,H], c[B,H])``, GRU/RNN ``h[B,H]``.
 """
 from typing import Optional, Tuple, Union
@@ -18,7 +18,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from fairseq_local.modules.amp import autocast_dtype
-from fairseq_local.modules.fast_path import FastPathMixin, is_compiling, run_scan
+from fairseq_local.modules.fast_path import FastPathMixin, in_trace, scan
 
 CELL_TYPES = ("lstm", "gru", "rnn")
 State = Union[Tensor, Tuple[Tensor, Tensor]]
@@ -67,7 +67,7 @@ class TorchRNNLayer(FastPathMixin, nn.Module):
 
     # ---- forward -------------------------------------------------------------------------
     def forward(self, x: Tensor, state: Optional[State] = None, padding_mask: Optional[Tensor] = None):
-        if is_compiling():  # traced into a compiled decoder step: the cell steps, never cuDNN's module
+        if in_trace():  # inside a compiled or captured decoder step: the cell steps, never cuDNN's module
             return self._stepped(x, state, None if padding_mask is None else ~padding_mask)
         if padding_mask is None or not bool(padding_mask.any()):
             out, hn = self.rnn(x, self._to_torch(state))
@@ -96,42 +96,30 @@ class TorchRNNLayer(FastPathMixin, nn.Module):
         return out, self._from_torch(hn)
 
     def _stepped(self, x, state, valid):
-        """The masked step loop (any mask), eager or compiled (``--rnn-impl``)."""
+        """The masked step loop (any mask), eager, compiled or captured (``--rnn-impl``).  Under
+        autocast every operand is cast to its dtype first (``torch.lstm_cell`` & co. are not autocast
+        operations on every device)."""
         state = state if state is not None else self.zero_state(x)
         carry = state if isinstance(state, tuple) else (state,)
         rnn = self.rnn
-        weights = (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0)
-        if self.use_compiled(x):
-            (out,), carry = run_scan(self, "_scan", carry, (x,), valid, weights)
-        else:
-            (out,), carry = self._scan(carry, (x,), valid, weights)
+        dtype = autocast_dtype(x) or x.dtype
+        weights = tuple(w.to(dtype) for w in (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0))
+        (out,), carry = scan(self, "_step", tuple(c.to(dtype) for c in carry), (x.to(dtype),), valid, weights)
         return out, (carry if self.cell == "lstm" else carry[0])
 
-    def _scan(self, carry, seq, valid: Optional[Tensor], consts):
-        """The layer's scan (:mod:`.fast_path`): one step of torch's own cell per position
-        (``torch.lstm_cell`` / ``gru_cell`` / ``rnn_tanh_cell``, the equations of ``nn.LSTM`` /
-        ``nn.GRU`` / ``nn.RNN``); carry ``(h[B, H], c[B, H])`` or ``(h,)``, seq ``(x[T, B, I],)``,
-        consts the module's ``(W_ih, W_hh, b_ih, b_hh)``; padded positions keep the state and
-        output zeros.  Under autocast every operand is cast to its dtype first (``torch.lstm_cell``
-        & co. are not autocast operations on every device)."""
-        (x,) = seq
-        dtype = autocast_dtype(x) or x.dtype
-        x = x.to(dtype)
-        weights = tuple(w.to(dtype) for w in consts)
-        carry = tuple(c.to(dtype) for c in carry)
-        outs = []
-        for t in range(x.size(0)):
-            if self.cell == "lstm":
-                new = torch.lstm_cell(x[t], carry, *weights)
-            elif self.cell == "gru":
-                new = (torch.gru_cell(x[t], carry[0], *weights),)
-            else:
-                new = (torch.rnn_tanh_cell(x[t], carry[0], *weights),)
-            if valid is None:
-                carry = new
-                outs.append(new[0])
-            else:
-                keep = valid[t].unsqueeze(-1)
-                carry = tuple(torch.where(keep, n, c) for n, c in zip(new, carry))
-                outs.append(new[0] * keep.to(new[0].dtype))
-        return (torch.stack(outs),), tuple(carry)
+    def _step(self, carry, x, valid: Optional[Tensor], consts):
+        """The layer's step (:mod:`.fast_path`): torch's own cell (``torch.lstm_cell`` /
+        ``gru_cell`` / ``rnn_tanh_cell``, the equations of ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN``);
+        carry ``(h[B, H], c[B, H])`` or ``(h,)``, x ``(x[B, I],)``, consts the module's ``(W_ih,
+        W_hh, b_ih, b_hh)``; padded positions keep the state and output zeros."""
+        (x,) = x
+        if self.cell == "lstm":
+            new = torch.lstm_cell(x, carry, *consts)
+        elif self.cell == "gru":
+            new = (torch.gru_cell(x, carry[0], *consts),)
+        else:
+            new = (torch.rnn_tanh_cell(x, carry[0], *consts),)
+        if valid is None:
+            return (new[0],), tuple(new)
+        keep = valid.unsqueeze(-1)
+        return (new[0] * keep.to(new[0].dtype),), tuple(torch.where(keep, n, c) for n, c in zip(new, carry))

@@ -141,7 +141,8 @@ def gpu_entries(sources: List[dict]) -> List[dict]:
 
 
 def impl(row: dict, family: Optional[str] = None) -> str:
-    """What a bench row's recurrent layers ran: compiled, eager, none (a model without them, or
+    """What a bench row's recurrent layers ran: compiled (a fast path: the compiled step and/or CUDA
+    graphs, ``rnn_impl`` compiled, graphs or compiled+graphs), eager, none (a model without them, or
     A of a family that has none) or eager-predates (a row written before ``rnn_impl`` was
     recorded: the eager loop)."""
     if family is not None and family not in RECURRENT:
@@ -149,7 +150,7 @@ def impl(row: dict, family: Optional[str] = None) -> str:
     if "rnn_impl" not in row:
         return "eager-predates"
     r = row["rnn_impl"]
-    return "none" if r is None else "compiled" if "compiled" in r else "eager"
+    return "none" if r is None else "compiled" if ("compiled" in r or "graphs" in r) else "eager"
 
 
 def fast_path_measured(entries: List[dict]) -> bool:
