@@ -18,8 +18,9 @@ scripts or ``python -m fairseq_cli.<name>``):
   composition raised) and ``JobReturn.return_value`` (which announces a failed job with ``Error
   executing job with overrides: [...]`` before re-raising its exception) are wrapped so that an
   unknown config key or a missing ``common.user_dir`` is one line, ours alone, naming the key with
-  the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``),
-  and a value its key's type refuses (``model.wide=two``) is one line naming the key.
+  the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``;
+  an option of the chosen class that the YAML does not list: how to add it, ``++key=VALUE``), and a
+  value its key's type refuses (``model.wide=two``) is one line naming the key.
 
 Both end with exit status 2; every other exception, and every one under ``HYDRA_FULL_ERROR=1``,
 keeps its traceback or Hydra's report.  In ``fairseq-hydra-train`` the hook also filters what Hydra
@@ -162,6 +163,9 @@ def config_key_message(exc):
 
         if dataclasses.is_dataclass(exc.object_type):
             candidates = [f.name for f in dataclasses.fields(exc.object_type)]
+    if group and key in candidates:  # an option of the chosen class that the YAML does not list
+        return (f"{full_key}: not in the config file, so Hydra cannot override it; add it with ++{full_key}=VALUE "
+                "(or write it into the YAML)")
     what = "no such config key" if group else "no such config group"
     hint = did_you_mean(key, candidates, group)
     if not hint and group and parent is not None:  # ``task.max_tokenz``: the key of another group

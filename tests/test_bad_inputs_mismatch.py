@@ -424,3 +424,23 @@ def test_score_reads_process_substitution(tmp_path):
     proc = subprocess_run(["bash", "-c", script])
     assert proc.returncode == 0, proc.stderr
     assert " = 100.00 " in proc.stdout and "case:lc" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# fairseq-hydra-train: an option the YAML does not list points to ++key=
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("override,needle", [
+    ("task.left_pad_source=false", "task.left_pad_source: not in the config file, so Hydra cannot override it; add it "
+                                   "with ++task.left_pad_source=VALUE (or write it into the YAML)"),
+    ("optimizer.weight_decay=0.1", "optimizer.weight_decay: not in the config file, so Hydra cannot override it; add "
+                                   "it with ++optimizer.weight_decay=VALUE"),
+    ("optimizer.weight_decai=0.1", "optimizer.weight_decai: no such config key; did you mean optimizer.weight_decay?"),
+])
+def test_hydra_key_missing_from_the_yaml(tmp_path, mt, override, needle):
+    data_dir = mt[0]
+    code, err = run(BIN / "fairseq-hydra-train", "--config-dir", REPO / "configs" / "mc_rnn", "--config-name",
+                    "table2_mc_rnn_2", f"task.data={data_dir}", "task.source_lang=src", "task.target_lang=tgt",
+                    f"common.user_dir={USER_DIR}", "common.cpu=true", override, f"checkpoint.save_dir={tmp_path / 'ck'}",
+                    f"hydra.run.dir={tmp_path / 'hydra'}", "distributed_training.distributed_world_size=1")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert_one_line(code, err, f"fairseq-hydra-train: error: {needle}")
