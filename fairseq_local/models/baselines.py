@@ -47,7 +47,7 @@ have none; configs/baselines/ trains them with Zaremba's small-model recipe.
 """
 from fairseq.models import register_model_architecture
 from fairseq.models.fconv import base_architecture as fconv_base_architecture
-from fairseq.models.transformer import base_architecture as transformer_base_architecture
+from fairseq.models.transformer import DEFAULT_MIN_PARAMS_TO_WRAP, base_architecture as transformer_base_architecture
 
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
 from fairseq_local.models.lattice_rnnsearch import PAPER
@@ -92,9 +92,13 @@ def wang_gencnn_lstm_lm(args):
 # DPN-S2S Tables 1-2 baselines as fairseq fconv / transformer archs (Section 4.2)
 @register_model_architecture("fconv", "dpn_baseline_wider_cnn_iwslt")
 def dpn_baseline_wider_cnn_iwslt(args):
-    """Table 1 'Wider CNN': ConvS2S with 4 layers of 512 units."""
+    """Table 1 'Wider CNN': ConvS2S with 4 layers of 512 units.
+
+    Every DPN baseline has learned position tables of 1024 entries (fairseq's translation limit,
+    which ``fairseq-train`` also gives the model; under Hydra the model's own keys need it)."""
     set_defaults(args, encoder_embed_dim=256, decoder_embed_dim=256, decoder_out_embed_dim=256, dropout=0.1,
-                 encoder_layers="[(512, 3)] * 4", decoder_layers="[(512, 3)] * 4")
+                 encoder_layers="[(512, 3)] * 4", decoder_layers="[(512, 3)] * 4",
+                 max_source_positions=1024, max_target_positions=1024)
     fconv_base_architecture(args)
 
 
@@ -118,7 +122,11 @@ def dpn_baseline_wider_san_iwslt(args):
     which reproduce Table 1's parameter counts (27.08M / 13.56M vs 27.06M / 13.54M)."""
     set_defaults(args, encoder_embed_dim=512, decoder_embed_dim=512, encoder_ffn_embed_dim=2048,
                  decoder_ffn_embed_dim=2048, encoder_attention_heads=8, decoder_attention_heads=8,
-                 encoder_layers=2, decoder_layers=2, dropout=0.1, encoder_learned_pos=True, decoder_learned_pos=True)
+                 encoder_layers=2, decoder_layers=2, dropout=0.1, encoder_learned_pos=True, decoder_learned_pos=True,
+                 max_source_positions=1024, max_target_positions=1024)
+    # fairseq's transformer sets this FSDP option on its config while building; under Hydra the
+    # model's config is closed to new keys, so the arch names it (fairseq's default)
+    set_defaults(args, min_params_to_wrap=DEFAULT_MIN_PARAMS_TO_WRAP)
     transformer_base_architecture(args)
 
 

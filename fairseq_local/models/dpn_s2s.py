@@ -31,7 +31,7 @@ from fairseq.modules import FairseqDropout, PositionalEmbedding
 from torch import Tensor, nn
 
 from fairseq_local.config_checks import check_divides, check_sizes
-from fairseq_local.models.arch_defaults import register_arch, set_defaults
+from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
 from fairseq_local.modules.dpn_gate import DPNGate
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
 
@@ -351,10 +351,10 @@ def dpn_s2s_iwslt_de_en(args):
     and sharing the position tables of encoder and decoder (-0.26M) has no support in the paper or
     the code. The scalar gates of Eq. 9-10 (W in R^{2d}) are as the paper states; the authors' code
     has a d x d gate module but never builds it."""
-    set_defaults(args, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256, encoder_conv_layers=4,
-                 decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256, encoder_san_layers=2,
-                 decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024,
-                 decoder_output_embed="tied", san_cross_attention="shared", cnn_path_projections="auto")
+    fill_defaults(args, DPNS2SConfig, dropout=0.1, encoder_embed_dim=256, decoder_embed_dim=256,
+                  encoder_conv_layers=4, decoder_conv_layers=4, encoder_conv_dim=256, decoder_conv_dim=256,
+                  encoder_san_layers=2, decoder_san_layers=2, encoder_ffn_embed_dim=1024, decoder_ffn_embed_dim=1024,
+                  decoder_output_embed="tied", san_cross_attention="shared", cnn_path_projections="auto")
 
 
 @register_model_architecture("dpn_s2s", "dpn_s2s_nist_zh_en")

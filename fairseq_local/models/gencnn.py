@@ -39,7 +39,7 @@ from torch import Tensor
 
 from fairseq_local.config_checks import check_sizes, option
 from fairseq_local.errors import ConfigError
-from fairseq_local.models.arch_defaults import set_defaults
+from fairseq_local.models.arch_defaults import fill_defaults, set_defaults
 from fairseq_local.modules.gencnn_layers import GenCNNBody, get_activation, parse_layers
 
 logger = logging.getLogger(__name__)
@@ -301,12 +301,12 @@ def load_word2vec(path: str, dictionary, embedding: nn.Embedding) -> int:
 @register_model_architecture("gencnn", "gencnn_paper")
 def gencnn_paper(args):
     """Section 4.1 (Table 2 PTB row and Table 3 'genCNN')."""
-    set_defaults(args, decoder_embed_dim=100, alpha_length=30, beta_length=20,
-                 alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
-                 beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", gencnn_gate="gating", fc_dim=400,
-                 conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
-                 embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
-                 max_target_positions=100000)
+    fill_defaults(args, GenCNNConfig, decoder_embed_dim=100, alpha_length=30, beta_length=20,
+                  alpha_layers="(3,150,150),(3,100,100)", alpha_map_kinds="both",
+                  beta_layers="(3,150,0),(3,150,0)", no_beta=False, tf_input="tf", gencnn_gate="gating", fc_dim=400,
+                  conv_activation="relu", fc_activation="sigmoid", init_range=0.1, dropout=0.0,
+                  embed_path=None, adaptive_softmax_cutoff=None, adaptive_softmax_dropout=0.0,
+                  max_target_positions=100000)
 
 
 @register_model_architecture("gencnn", "gencnn_time_arrow_only")

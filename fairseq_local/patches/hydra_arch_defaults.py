@@ -1,0 +1,54 @@
+"""Under Hydra, a YAML whose ``model._name`` is one of our archs gets that arch's values, as
+``--arch`` does.
+
+``fairseq-hydra-train`` fills a model's config with ``fairseq.dataclass.initialize.add_defaults``
+(again in ``fairseq_cli.train.main``, once ``common.user_dir`` has imported the plugin): the YAML's
+keys over the model's dataclass defaults.  The arch function runs only later, when the model is
+built, and sets only unset keys, so it finds none: ``model: {_name: rnnsearch_iwslt_de_en_large}``
+would build 256 hidden units (the dataclass default) instead of the arch's 364.  :func:`install`
+wraps ``add_defaults`` so that, for our archs, the arch function first fills the YAML's unset keys
+and the dataclass defaults fill the rest: a YAML names its row's arch and sets only what the arch
+does not (tests/test_configs_match_archs.py builds every YAML both ways).
+"""
+import functools
+import sys
+
+_STATE = {}
+
+
+def apply_arch(cfg):
+    """Run the arch function named by ``cfg.model._name`` (one of ours) on the model's keys."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from omegaconf import open_dict
+
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    name = model.get("_name", None) if hasattr(model, "get") else None
+    arch = ARCH_CONFIG_REGISTRY.get(name)
+    if arch is None or not arch.__module__.startswith("fairseq_local."):
+        return
+    with open_dict(model):
+        arch(model)
+
+
+# fairseq's modules that import ``add_defaults`` by name (a later import gets the wrapped one)
+_USERS = ("fairseq_cli.train", "fairseq_cli.hydra_train", "fairseq_cli.hydra_validate")
+
+
+def install():
+    if _STATE:
+        return
+    from fairseq.dataclass import initialize
+
+    add_defaults = initialize.add_defaults
+
+    @functools.wraps(add_defaults)
+    def add_arch_defaults(cfg):
+        apply_arch(cfg)
+        return add_defaults(cfg)
+
+    _STATE["add_defaults"] = add_defaults
+    initialize.add_defaults = add_arch_defaults
+    for name in _USERS:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "add_defaults", None) is add_defaults:
+            module.add_defaults = add_arch_defaults
