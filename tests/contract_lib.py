@@ -203,3 +203,27 @@ def hydra_train(config: Path, overrides, run_dir: Path, timeout=600):
         console_script("fairseq-hydra-train"), "--config-dir", str(config.parent), "--config-name", config.stem,
         *force_overrides(overrides), f"hydra.run.dir={run_dir / 'hydra'}",
     ], cwd=run_dir, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# fairseq-hydra-train's config path, in this process
+# ---------------------------------------------------------------------------------------------
+def arch_model_config(model_cfg) -> dict:
+    """The model options a YAML's ``model:`` section gives once its arch has run: the YAML's keys,
+    then the arch function's (unset keys only), then the model's dataclass defaults, as building
+    the model does."""
+    import dataclasses
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY, MODEL_DATACLASS_REGISTRY
+    from omegaconf import OmegaConf, open_dict
+
+    node = OmegaConf.create(OmegaConf.to_container(model_cfg) if OmegaConf.is_config(model_cfg) else dict(model_cfg))
+    name = node.get("_name")
+    with open_dict(node):
+        if name in ARCH_CONFIG_REGISTRY:
+            ARCH_CONFIG_REGISTRY[name](node)
+        dc = MODEL_DATACLASS_REGISTRY.get(ARCH_MODEL_NAME_REGISTRY.get(name, name))
+        for f in dataclasses.fields(dc) if dc is not None else ():
+            if node.get(f.name) is None and not f.name.startswith("_") and f.default is not dataclasses.MISSING:
+                node[f.name] = f.default
+    return OmegaConf.to_container(node)

@@ -425,17 +425,20 @@ def test_bad_configurations_fail_clearly():
 @pytest.mark.parametrize("name", ["table2_ptb_gencnn", "table3_fbis_gencnn", "table3_fbis_time_arrow_only",
                                   "table3_fbis_time_flow_only", "table3_fbis_alpha_only"])
 def test_hydra_yaml_rows(name):
-    """Every Table 2-3 YAML names only real config fields, and its row's switch is set."""
+    """Every Table 2-3 YAML names its row's arch and only real config fields, and its row's switch is set."""
     import dataclasses
     from pathlib import Path
 
     from omegaconf import OmegaConf
 
+    from contract_lib import arch_model_config
+
     cfg = OmegaConf.load(Path(__file__).resolve().parent.parent / "configs" / "gencnn" / f"{name}.yaml")
-    model = OmegaConf.to_container(cfg.model)
-    assert model.pop("_name") == "gencnn"
+    assert cfg.model._name == {"time_arrow_only": "gencnn_time_arrow_only", "time_flow_only": "gencnn_time_flow_only",
+                               "alpha_only": "gencnn_alpha_only"}.get(name.split("fbis_")[-1], "gencnn_paper")
     fields = {f.name for f in dataclasses.fields(GenCNNConfig)}
-    assert set(model) <= fields, set(model) - fields
+    assert set(cfg.model) - {"_name"} <= fields, set(cfg.model) - fields
+    model = arch_model_config(cfg.model)
     assert (model["alpha_length"], model["beta_length"], model["fc_dim"]) == (30, 20, 400)
     expect = {"time_arrow_only": ("time_arrow", False), "time_flow_only": ("time_flow", False),
               "alpha_only": ("both", True)}.get(name.split("fbis_")[-1], ("both", False))

@@ -33,9 +33,9 @@ SPECS = {
                    "--encoder-attention-heads", "2", "--decoder-embed-dim", "8", "--decoder-ffn-embed-dim", "16",
                    "--decoder-layers", "1", "--decoder-attention-heads", "2"],
         hydra_config="dpn_s2s/table1_deeper_san",
-        hydra_overrides=["model.encoder.embed_dim=8", "model.encoder.ffn_embed_dim=16", "model.encoder.layers=1",
-                         "model.encoder.attention_heads=2", "model.decoder.embed_dim=8",
-                         "model.decoder.ffn_embed_dim=16", "model.decoder.layers=1",
-                         "model.decoder.attention_heads=2"],
+        hydra_overrides=["model.encoder_embed_dim=8", "model.encoder_ffn_embed_dim=16", "model.encoder_layers=1",
+                         "model.encoder_attention_heads=2", "model.decoder_embed_dim=8",
+                         "model.decoder_ffn_embed_dim=16", "model.decoder_layers=1",
+                         "model.decoder_attention_heads=2"],
     ),
 }
