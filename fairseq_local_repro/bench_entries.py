@@ -43,8 +43,8 @@ ENTRIES = [
          args="--arch dpn_s2s_iwslt_de_en --baseline dpn_baseline_deeper_san_iwslt --lengths 10,20,40,80"),
 
     # the fast path (--rnn-impl compiled, fairseq_local/modules/fast_path.py) against the eager loop on
-    # the same arch and batches, every recurrent family (--part fastpath, its own call): training,
-    # beam-5 generation and the time to the first update (compilation included) of each
+    # the same arch and batches, every family with the option (--part fastpath, its own call):
+    # training, beam-5 generation and the time to the first update (compilation and capture included)
     dict(name="mc_rnn3_compiled_vs_eager", family="mc_rnn", goal=None, fastpath=True,
          args=f"--arch mc_rnn_iwslt_de_en_3 --arch-args '--rnn-impl compiled' --baseline mc_rnn_iwslt_de_en_3 "
               f"--baseline-args '--rnn-impl eager' {_FAST}"),
@@ -62,6 +62,13 @@ ENTRIES = [
     dict(name="lattice_dwl_compiled_vs_eager", family="lattice", goal=None, fastpath=True, data="lattice",
          args="--arch lattice_dwl_gating --arch-args '--rnn-impl compiled' --baseline lattice_dwl_gating "
               f"--baseline-args '--rnn-impl eager' --task lattice_translation --subset train {_FAST}"),
+    # genCNN and DPN-S2S: no time loop; on CUDA the model's forward runs as CUDA graphs
+    dict(name="gencnn_compiled_vs_eager", family="gencnn", goal=None, fastpath=True,
+         args="--task language_modeling --arch gencnn_paper --arch-args '--rnn-impl compiled' --baseline gencnn_paper "
+              f"--baseline-args '--rnn-impl eager' --tgt-len 50 {_FAST}"),
+    dict(name="dpn_compiled_vs_eager", family="dpn_s2s", goal=None, fastpath=True,
+         args=f"--arch dpn_s2s_iwslt_de_en --arch-args '--rnn-impl compiled' --baseline dpn_s2s_iwslt_de_en "
+              f"--baseline-args '--rnn-impl eager' {_FAST}"),
 
     # secondary comparisons (other sizes and baselines): run after every family's main one
     dict(name="mc_rnn3_vs_lstm_v25k", family="mc_rnn", goal=0.7,

@@ -302,6 +302,30 @@ def test_compiled_region_does_not_unroll(family, counting):
     assert len(after_first) >= 1 and counting.sizes == after_first, (after_first, counting.sizes)
 
 
+def test_compiling_says_so_and_a_failure_is_one_line(monkeypatch, caplog):
+    """The first call of a compiled step logs that it compiles (a CPU run is otherwise silent for
+    tens of seconds); a compiler failure (here a damaged cache's EOFError) is one line (status 2)
+    naming the step, the error, ``--rnn-impl eager`` and the cache folder to remove."""
+    from fairseq_local import errors
+
+    fast_path.reset()
+
+    def damaged(gm, example_inputs):
+        raise EOFError("Ran out of input")
+
+    monkeypatch.setattr(fast_path, "COMPILE_BACKEND", damaged)
+    layer = set_impl(MultiChannelRNNLayer(4, 6, 2, cell="gru"), "compiled")
+    with caplog.at_level("INFO", logger="fairseq_local.modules.fast_path"), \
+            pytest.raises(fast_path.CompileError) as e:
+        layer(torch.randn(3, 2, 4))
+    assert "compiling MultiChannelRNNLayer._step (once per cell" in caplog.text
+    line = errors.one_line(e.value)
+    assert line.startswith("--rnn-impl compiled: torch.compile of MultiChannelRNNLayer._step failed: EOFError: "
+                           "Ran out of input (use --rnn-impl eager; if an interrupted run damaged the compile "
+                           "cache, remove ") and "\n" not in line and e.value.exit_code == 2
+    fast_path.reset()
+
+
 def epoch_shapes(shared_data, max_tokens=4000):
     """(B, S, T) of every batch of Multi30k's training set batched by fairseq's ``batch_by_size``
     (words + </s>; sorted by target then source length, as LanguagePairDataset does)."""

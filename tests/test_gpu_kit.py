@@ -65,15 +65,16 @@ def test_dry_run_checks_every_benchmark_command(tmp_path, capsys):
 
 
 def test_fastpath_plan_compares_compiled_with_eager_for_every_recurrent_family(tmp_path):
-    """--part fastpath: the same arch with --rnn-impl compiled (A) and eager (B), every recurrent
-    family, fp32 and bf16 on cuda, fewer timed steps than the main comparisons."""
+    """--part fastpath: the same arch with --rnn-impl compiled (A) and eager (B), every family with
+    the option (genCNN and DPN-S2S: CUDA graphs of the forward), fp32 and bf16 on cuda, fewer timed
+    steps than the main comparisons."""
     with pytest.raises(SystemExit) as e:
         run_all.main([str(tmp_path), "--dry-run", "--part", "fastpath", "--data", str(tmp_path / "no_data")])
     assert e.value.code == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
     fast = [e for e in run_all.ENTRIES if e.get("fastpath")]
     assert [p["name"] for p in plan] == [e["name"] for e in fast]
-    assert {e["family"] for e in fast} == {"mc_rnn", "parallel_cells", "lattice"}
+    assert {e["family"] for e in fast} == {"mc_rnn", "parallel_cells", "lattice", "gencnn", "dpn_s2s"}
     for p in plan:
         assert p["problems"] == [], (p["name"], p["problems"])
         fp32, bf16 = p["commands"]

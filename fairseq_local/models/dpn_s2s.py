@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 import torch
 from fairseq import utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
@@ -32,7 +32,17 @@ from torch import Tensor, nn
 
 from fairseq_local.config_checks import check_divides, check_sizes
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
+from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.dpn_gate import DPNGate
+from fairseq_local.modules.fast_path import (
+    FastPathMixin,
+    RecurrentImplConfig,
+    active_mask,
+    batch_bucket,
+    length_bucket,
+    pad_dim,
+    set_rnn_impl,
+)
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
 
 PATHS = ("cnn", "san")
@@ -42,7 +52,7 @@ CNN_PATH_PROJECTIONS_CHOICES = ChoiceEnum(["auto", "always"])
 
 
 @dataclass
-class DPNS2SConfig(FairseqDataclass):
+class DPNS2SConfig(RecurrentImplConfig):
     dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
     attention_dropout: float = field(default=0.0, metadata={"help": "dropout on SAN attention weights"})
     activation_dropout: float = field(default=0.0, metadata={"help": "dropout after the SAN FFN ReLU"})
@@ -150,7 +160,7 @@ class DPNEncoder(FairseqEncoder):
 
     def forward(self, src_tokens, src_lengths=None, **kwargs):
         padding_mask = src_tokens.eq(self.embed.padding_idx)  # B x S
-        mask = padding_mask if padding_mask.any() else None
+        mask = active_mask(padding_mask)
         x = self.embed(src_tokens)  # S x B x d
         out = {"encoder_out": [], "encoder_padding_mask": [padding_mask], "cnn_keys": [], "cnn_values": [],
                "san_out": [], "src_lengths": [] if src_lengths is None else [src_lengths]}
@@ -240,8 +250,7 @@ class DPNDecoder(FairseqIncrementalDecoder):
         ``attn``): those attentions are fused (``scaled_dot_product_attention``) and give no weights."""
         x = self.embed(prev_output_tokens, incremental_state)  # T x B x d
         padding_mask = encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None
-        if padding_mask is not None and not padding_mask.any():
-            padding_mask = None
+        padding_mask = active_mask(padding_mask)
         memory = {}
         if encoder_out["cnn_keys"]:
             memory["c"] = (encoder_out["cnn_keys"][0], encoder_out["cnn_values"][0])
@@ -292,8 +301,31 @@ class DPNDecoder(FairseqIncrementalDecoder):
 
 
 @register_model("dpn_s2s", dataclass=DPNS2SConfig)
-class DPNS2SModel(FairseqEncoderDecoderModel):
-    """DPN-S2S (Song et al., 2018); see the module docstring."""
+class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
+    """DPN-S2S (Song et al., 2018); see the module docstring.
+
+    ``--rnn-impl`` (fast path): on CUDA (``auto`` and ``compiled``) the full forward of training and
+    validation (encoder, decoder, output layer: no time loop, many small kernels) runs as one CUDA
+    graph per (batch, source, target) bucket (:mod:`fairseq_local.modules.cuda_graphs`): source and
+    target are padded at the end (the padding mask, the positions and the causal decoder make that
+    exact), the batch with copies of the first sentence (a sentence of padding only would give its
+    attention nothing to attend to).  Incremental decoding, and calls that ask for attention
+    weights, run eagerly; elsewhere everything does (the model has no step to compile).
+    """
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        if kwargs or not self.execution(src_tokens).graphs:
+            return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+        B, S = src_tokens.shape
+        T = prev_output_tokens.size(1)
+        Bp = batch_bucket(B)
+        src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, length_bucket(S), self.encoder.dictionary.pad()), Bp)
+        prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, length_bucket(T), self.decoder.dictionary.pad()), Bp)
+        (logits,) = cuda_graphs.call(self, self._logits, (src, prev), "DPNS2SModel.forward")
+        return logits[:B, :T], {"attn": [None], "flows": {}, "output_gate": None}
+
+    def _logits(self, src_tokens, prev_output_tokens):
+        return (super().forward(src_tokens, None, prev_output_tokens)[0],)
 
     @classmethod
     def build_model(cls, cfg, task):
@@ -313,7 +345,7 @@ class DPNS2SModel(FairseqEncoderDecoderModel):
             dec_emb = _embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad(), cfg.scale_embedding)
         encoder = DPNEncoder(cfg, src_dict, enc_emb)
         decoder = DPNDecoder(cfg, tgt_dict, dec_emb, encoder.paths)
-        return cls(encoder, decoder)
+        return set_rnn_impl(cls(encoder, decoder), getattr(cfg, "rnn_impl", "auto"))
 
     def force_gates(self, cnn_context=None, san_context=None, output=None):
         """Pin the decoder's gates (None leaves a gate learned)."""

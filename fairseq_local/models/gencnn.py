@@ -27,7 +27,7 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn as nn
 from fairseq import utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import (
     FairseqIncrementalDecoder,
     FairseqLanguageModel,
@@ -40,6 +40,15 @@ from torch import Tensor
 from fairseq_local.config_checks import check_sizes, option
 from fairseq_local.errors import ConfigError
 from fairseq_local.models.arch_defaults import fill_defaults, set_defaults
+from fairseq_local.modules import cuda_graphs
+from fairseq_local.modules.fast_path import (
+    FastPathMixin,
+    RecurrentImplConfig,
+    batch_bucket,
+    length_bucket,
+    pad_dim,
+    set_rnn_impl,
+)
 from fairseq_local.modules.gencnn_layers import GenCNNBody, get_activation, parse_layers
 
 logger = logging.getLogger(__name__)
@@ -50,7 +59,7 @@ GATE = ChoiceEnum(["gating", "pooling"])
 
 
 @dataclass
-class GenCNNConfig(FairseqDataclass):
+class GenCNNConfig(RecurrentImplConfig):
     decoder_embed_dim: int = field(default=100, metadata={"help": "word embedding size"})
     alpha_length: int = field(default=30, metadata={"help": "L_α: words αCNN reads"})
     beta_length: int = field(default=20, metadata={"help": "L_β: words each βCNN summarises"})
@@ -101,7 +110,13 @@ def beta_layer_spec(cfg) -> Optional[List[tuple]]:
     return layers
 
 
-class GenCNNDecoder(FairseqIncrementalDecoder):
+class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
+    """genCNN's body over the embedded words and the output layer.  ``--rnn-impl`` (fast path): on
+    CUDA (``auto`` and ``compiled``) the body's full pass runs as one CUDA graph per (batch, length)
+    bucket (:mod:`fairseq_local.modules.cuda_graphs`; padding the length at the end is exact, since
+    every output reads only its past) and the generation step as one per batch bucket; the body has
+    no step of its own to compile, so elsewhere it runs eagerly."""
+
     def __init__(self, cfg: GenCNNConfig, dictionary):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
@@ -150,7 +165,7 @@ class GenCNNDecoder(FairseqIncrementalDecoder):
         state = None if incremental_state is None else self.get_incremental_state(incremental_state, "state")
         if state is None:
             emb, nonpad = self._embed(prev_output_tokens)
-            x, S = body(emb, nonpad)
+            x, S = self._full(emb, nonpad)
             if incremental_state is not None:
                 self.set_incremental_state(incremental_state, "state",
                                            self._state_from_full(prev_output_tokens, nonpad, S))
@@ -160,11 +175,33 @@ class GenCNNDecoder(FairseqIncrementalDecoder):
             emb, nonpad = self._embed(tokens)
             Lb = body.L_beta
             nonpad_e = nonpad[:, Lb - 1] if Lb > 0 else nonpad[:, 0]
-            feat, s_buf, hist = body.step(emb, state["s_buf"], state["hist"], nonpad_e)
+            feat, s_buf, hist = self._step(emb, state["s_buf"], state["hist"], nonpad_e)
             self.set_incremental_state(incremental_state, "state",
                                        {"tokens": tokens, "s_buf": s_buf, "hist": hist})
             x = feat[:, None]
         return self.dropout_module(x), {"attn": [None], "inner_states": [x]}
+
+    def _full(self, emb: Tensor, nonpad: Tensor):
+        """The body over whole sequences: eager, or captured with batch and length padded."""
+        if not self.execution(emb).graphs:
+            return self.body(emb, nonpad)
+        B, T, _ = emb.shape
+        Bp, Tp = batch_bucket(B), length_bucket(T)
+        emb = pad_dim(pad_dim(emb, 1, Tp), 0, Bp)
+        nonpad = pad_dim(pad_dim(nonpad, 1, Tp, False), 0, Bp, False)
+        x, S = cuda_graphs.call(self.body, self.body, (emb, nonpad), "GenCNNBody.forward")
+        return x[:B, :T], S[:B, :max(T - self.body.L_alpha, 0)]
+
+    def _step(self, emb: Tensor, s_buf: Tensor, hist: Tensor, nonpad_e: Tensor):
+        """One generation step of the body: eager, or captured with the batch padded."""
+        if not self.execution(emb).graphs:
+            return self.body.step(emb, s_buf, hist, nonpad_e)
+        B = emb.size(0)
+        Bp = batch_bucket(B)
+        args = (pad_dim(emb, 0, Bp), pad_dim(s_buf, 0, Bp), pad_dim(hist, 0, Bp, False),
+                pad_dim(nonpad_e, 0, Bp, False))
+        feat, s_buf, hist = cuda_graphs.call(self.body, self.body.step, args, "GenCNNBody.step")
+        return feat[:B], s_buf[:B], hist[:B]
 
     def _state_from_full(self, tokens: Tensor, nonpad: Tensor, S: Tensor) -> Dict[str, Optional[Tensor]]:
         """Incremental state after reading ``tokens`` (B, T) in one full pass (S from it)."""
@@ -200,7 +237,7 @@ class GenCNNLanguageModel(FairseqLanguageModel):
         check_sizes(cfg, GenCNNConfig, allow_zero=("beta_length",))
         check_options(cfg, len(task.target_dictionary))
         try:
-            decoder = GenCNNDecoder(cfg, task.target_dictionary)
+            decoder = set_rnn_impl(GenCNNDecoder(cfg, task.target_dictionary), getattr(cfg, "rnn_impl", "auto"))
         except ValueError as err:  # a window too short for its layers (GatedConvStack)
             short = _window_error(cfg, str(err))
             if short is None:

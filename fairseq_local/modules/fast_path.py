@@ -63,6 +63,7 @@ same masks (captured code draws eager's).  Never ``max-autotune``: its benchmark
 compile time for kernels this small.
 """
 import dataclasses
+import logging
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -71,8 +72,11 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 
+from fairseq_local.errors import UserError
 from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.cuda_graphs import Layout, batch_bucket, length_bucket, pad_dim
+
+logger = logging.getLogger(__name__)
 
 RNN_IMPLS = ("auto", "eager", "compiled")
 RNN_IMPL_CHOICES = ChoiceEnum(list(RNN_IMPLS))
@@ -214,6 +218,10 @@ def _raise_recompile_limit():
             break
 
 
+class CompileError(UserError, RuntimeError):
+    """torch.compile failed on a step: one line with what to do (the CLIs print it, status 2)."""
+
+
 def compiled_step(step: Callable) -> Callable:
     """``torch.compile(step)`` made once per step function (dynamo adds a variant per cell
     configuration, dtype, grad mode and train/eval, never per time or batch size: :func:`_mark`)."""
@@ -224,6 +232,10 @@ def compiled_step(step: Callable) -> Callable:
 
         def fn(owner, carry, x, valid, consts, _compiled=compiled, _name=step.__qualname__):
             before, start = _STATS["compiles"], time.perf_counter()
+            if not fn.started:  # compiling is silent and takes a while: say so once per step function
+                fn.started = True
+                logger.info(f"--rnn-impl compiled: compiling {_name} (once per cell, dtype and grad mode; "
+                            "tens of seconds on a CPU)")
             try:
                 # allow_rnn: dynamo refuses to read the weights of an nn.LSTM/GRU/RNN otherwise
                 with torch._dynamo.config.patch(**({"allow_rnn": True} if hasattr(torch._dynamo.config, "allow_rnn") else {})):
@@ -234,12 +246,24 @@ def compiled_step(step: Callable) -> Callable:
             except torch._dynamo.exc.RecompileError:
                 raise
             except Exception as e:  # noqa: BLE001  (a compiler failure: one line naming the step)
-                first = str(e).splitlines()[0] if str(e) else ""
-                raise RuntimeError(f"--rnn-impl compiled: torch.compile of {_name} failed: "
-                                   f"{type(e).__name__}: {first} (use --rnn-impl eager)") from e
+                cause = getattr(e, "inner_exception", None) or e  # the backend's own error
+                first = str(cause).splitlines()[0] if str(cause) else ""
+                raise CompileError(f"--rnn-impl compiled: torch.compile of {_name} failed: {type(cause).__name__}: "
+                                   f"{first} (use --rnn-impl eager; if an interrupted run damaged the compile "
+                                   f"cache, remove {compile_cache_dir()})") from e
 
+        fn.started = False
         _COMPILED[step] = fn
     return fn
+
+
+def compile_cache_dir() -> str:
+    """Where inductor keeps compiled kernels (``TORCHINDUCTOR_CACHE_DIR``, else its default)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # noqa: PLC0415  (heavy, only on failure)
+        return cache_dir()
+    except Exception:  # noqa: BLE001  (a torch without it)
+        return "the TORCHINDUCTOR_CACHE_DIR folder"
 
 
 def _mark(batch_dims, tensors):
