@@ -25,7 +25,7 @@ this output (docs/results/cpu/, rendered by scripts/docs_speed_table.py)::
 
 OUT gets at most seven files (the device tool returns eight): bench.json, train.json,
 precision.json, summary.txt, run_all.log (every command and its output), with --cpu check.json,
-and with ``--part check`` fast_path_check.json.  ``--dry-run`` checks every command instead (archs registered, bench and fairseq
+with ``--part check`` fast_path_check.json and with ``--part startup`` startup.json.  ``--dry-run`` checks every command instead (archs registered, bench and fairseq
 options valid) and writes OUT/plan.json; ``--cpu --tiny`` runs the same code on CPU with tiny
 batches and step counts.
 """
@@ -46,7 +46,21 @@ from fairseq_local_repro.bench_entries import ENTRIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(REPO, "scripts", "bench.py")
+STARTUP = os.path.join(REPO, "scripts", "startup_cost.py")
 CHECK_INSTALL = os.path.join(REPO, "scripts", "gpu", "check_install.py")
+
+# --part startup: the start-up cost of --rnn-impl (scripts/startup_cost.py: one training step per batch
+# shape, five shapes in three time buckets) for one model of every family with the option, sizes of
+# the docs' "Speed" sections; the compiled runs last (their compilation takes longest)
+STARTUP_RUNS = [
+    dict(name="mc_rnn3", args="--arch mc_rnn_iwslt_de_en_3"),
+    dict(name="parallel_lm648_wide3", args="--task language_modeling --arch parallel_lstm_lm --arch-args "
+                                           "'--wide 3 --decoder-hidden-size 648 --decoder-embed-dim 648 --decoder-layers 2' "
+                                           "--vocab 10000 --shapes 32x35,48x35,20x35,64x20,40x12"),
+    dict(name="gencnn", args="--task language_modeling --arch gencnn_paper --shapes 32x50,48x40,20x50,64x20,40x12"),
+    dict(name="dpn_s2s", args="--arch dpn_s2s_iwslt_de_en"),
+]
+STARTUP_IMPLS = ("eager,auto", "compiled")
 
 # batch sizes and step counts: GPU-sized on cuda; cpu (--cpu): what one core measures in about
 # twenty minutes for the comparisons marked cpu; --tiny: the least that exercises every code path
@@ -83,10 +97,13 @@ def selected_entries(args):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="output folder (created)")
-    p.add_argument("--part", choices=["all", "bench", "train", "precision", "fastpath", "check"], default="all",
+    p.add_argument("--part", choices=["all", "bench", "train", "precision", "fastpath", "check", "startup"],
+                   default="all",
                    help="all: bench then train; precision: fp32 vs --bf16 training; fastpath: --rnn-impl compiled "
-                        "vs eager for every recurrent family; check: check_install.py --fast-path (compiled == "
-                        "eager on the device, CUDA graphs included); each of the last three is its own call")
+                        "vs eager for every family with the option; check: check_install.py --fast-path (auto and "
+                        "compiled == eager on the device, CUDA graphs included); startup: scripts/startup_cost.py "
+                        "(eager, auto, compiled over five batch shapes) for every family with the option; each of "
+                        "the last four is its own call")
     p.add_argument("--budget-minutes", type=float, default=None,
                    help="wall time of this run (default 8.5: one 10-minute device call with bootstrap.sh before it; "
                         "60 with --cpu)")
@@ -137,7 +154,7 @@ def parse_args(argv=None):
         p.error(f"--only {a.only!r}: {e}")
     if a.bench_share is None:
         a.bench_share = {"all": 0.6, "bench": 1.0, "train": 0.0, "precision": 0.0, "fastpath": 1.0,
-                         "check": 0.0}[a.part]
+                         "check": 0.0, "startup": 0.0}[a.part]
     if not 0 <= a.bench_share <= 1:
         p.error("--bench-share must be in [0, 1]")
     a.device = "cpu" if a.cpu else "cuda"
@@ -334,6 +351,65 @@ def run_check(run, args):
     if rc != 0:
         write_json(path, {"status": "failed" if rc is not None else "timeout", "error": tail})
     return rc
+
+
+def startup_argv(run_spec, impls, args):
+    argv = shlex.split(run_spec["args"]) + ["--impls", impls, "--device", args.device]
+    if args.tiny:  # the least that runs every code path: tiny models, two small shapes
+        lm = "language_modeling" in run_spec["args"]
+        argv += ["--shapes", "2x5,3x4" if lm else "2x5x6,3x4x5", "--vocab", "100"]
+        if "--arch-args" not in run_spec["args"]:
+            argv += ["--arch-args", TINY_STARTUP.get(run_spec["name"], "")]
+    return argv
+
+
+TINY_STARTUP = {
+    "mc_rnn3": "--encoder-embed-dim 8 --encoder-hidden-size 8 --decoder-embed-dim 8 --decoder-hidden-size 8 "
+               "--attention-dim 8",
+    "gencnn": "--decoder-embed-dim 6 --alpha-length 6 --beta-length 4 --alpha-layers (2,3,3),(2,2,2) "
+              "--beta-layers (2,3,0),(1,3,0) --fc-dim 8",
+    "dpn_s2s": "--encoder-embed-dim 8 --decoder-embed-dim 8 --encoder-conv-dim 8 --decoder-conv-dim 8 "
+               "--encoder-ffn-embed-dim 16 --decoder-ffn-embed-dim 16 --encoder-attention-heads 2 "
+               "--decoder-attention-heads 2",
+}
+
+
+def run_startup(run, args):
+    """scripts/startup_cost.py for every STARTUP_RUNS model, eager and auto first, compiled after
+    (each its own process, time-boxed); OUT/startup.json is rewritten after every run."""
+    path = os.path.join(args.out, "startup.json")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="run_all_startup_") as tmp:
+        for impls in STARTUP_IMPLS:
+            for spec in (s for s in STARTUP_RUNS if args.only_re.search(s["name"])):
+                if args.cpu and not args.tiny and "auto" in impls:
+                    impls_here = "eager"  # on CPU auto is eager
+                else:
+                    impls_here = impls
+                argv = startup_argv(spec, impls_here, args)
+                if args.tiny and spec["name"] == "parallel_lm648_wide3":
+                    argv[argv.index("--arch-args") + 1] = "--wide 2 --decoder-hidden-size 8 --decoder-embed-dim 8"
+                rec = {"name": spec["name"], "impls": impls_here,
+                       "command": "python scripts/startup_cost.py " + shlex.join(argv)}
+                if run.left() <= 5:
+                    rec.update(status="skipped", reason="out of time (--budget-minutes)")
+                else:
+                    jpath = os.path.join(tmp, f"{spec['name']}.{impls_here}.json")
+                    t = time.time()
+                    rc, tail = run.sh([sys.executable, STARTUP] + argv + ["--json", jpath],
+                                      timeout=min(args.per_run_timeout, run.left()))
+                    rec["seconds"] = round(time.time() - t, 1)
+                    if rc == 0 and os.path.isfile(jpath):
+                        with open(jpath, encoding="utf-8") as f:
+                            rec.update(status="ok", result=json.load(f))
+                    else:
+                        rec.update(status="timeout" if rc is None else "failed", error=tail)
+                run.say(f"startup {spec['name']} {impls_here}: {rec['status']}" + "".join(
+                    f"; {impl} {t['seconds']} s, {t['kernels']} kernels, {t['graphs_captured']} graphs"
+                    for impl, t in rec.get("result", {}).get("totals", {}).items()))
+                results.append(rec)
+                write_json(path, {"device": args.device, "tiny": args.tiny, "runs": results})
+    return results
 
 
 def _children_cpu_seconds():
@@ -554,6 +630,8 @@ def main(argv=None):
     bench = run_bench(run, args) if args.part in ("all", "bench", "fastpath") else []
     if args.part == "check":
         run_check(run, args)
+    if args.part == "startup":
+        run_startup(run, args)
     train = run_train(run, args) if args.part in ("all", "train") else None
     precision = run_precision(run, args) if args.part == "precision" else None
     summary(args, bench, train, precision)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU benchmark set, then one time-boxed paper-scale training run, as JSON under OUT.
 #
-# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train|precision|fastpath|check] [--budget-minutes 8.5]
-#                               [--dtypes fp32,bf16]
+# usage: scripts/gpu/run_all.sh OUT [--part all|bench|train|precision|fastpath|check|startup] [--budget-minutes 8.5]
+#                               [--dtypes fp32,bf16] [--per-run-timeout SECONDS]
 #                               [--only REGEX] [--data DIR] [--train-archs "A B"] [--train-dtype fp32|bf16]
 #                               [--cpu [--tiny]] [--machine-note TEXT] [--dry-run]
 # On a GPU box, after scripts/gpu/bootstrap.sh TARGET and `source TARGET/env.sh` (docs/gpu.md).
@@ -12,7 +12,9 @@
 # scripts/gpu/prepare_data.sh for the minutes left, then valid BLEU (beam 5); --part precision:
 # MC-RNN-3 for 1000 updates in fp32 and with --bf16; --part fastpath: every recurrent family with
 # --rnn-impl compiled against eager; --part check: check_install.py --fast-path (compiled == eager on
-# the GPU, CUDA graphs included; OUT/fast_path_check.json).  Writes OUT/bench.json, OUT/train.json,
+# the GPU, CUDA graphs included; OUT/fast_path_check.json); --part startup: scripts/startup_cost.py
+# (eager, auto, compiled over five batch shapes) for every family with --rnn-impl (OUT/startup.json).
+# Writes OUT/bench.json, OUT/train.json,
 # OUT/precision.json, OUT/summary.txt and OUT/run_all.log, rewritten after every step, and stops
 # starting new work when --budget-minutes (default 8.5: one 10-minute device call, bootstrap included) runs out.
 # --dry-run checks every command without running it; --cpu --tiny runs everything on CPU with tiny
