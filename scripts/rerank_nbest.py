@@ -180,43 +180,19 @@ def tune(nb: NbestList, refs: Dict[int, str], lm, weights, lengths, tokenize) ->
 
 def lm_scorer(args) -> Callable[[List[str]], List[Tuple[float, int]]]:
     """Returns f(sentences) -> [(sum of log-probs, number of scored tokens)] using the LM."""
-    import torch
-
-    from fairseq_local_repro.lm_hub import load_hub
+    from fairseq_local_repro.lm_hub import load_hub, token_log_probs
 
     try:
         hub = load_hub(args.lm, args.lm_data, args.lm_bpe, args.lm_bpe_codes, args.lm_tokenizer, args.cpu,
                        max_tokens=args.lm_max_tokens)
     except FileNotFoundError as e:
         raise NbestError(str(e)) from None
-    model = hub.models[0]
-    d = hub.task.source_dictionary
-    eos, pad = d.eos(), d.pad()
 
-    @torch.no_grad()
     def score(sentences: List[str]):
         """Teacher-forced log-probabilities of every word and of the end of sentence (the LM
         reads ``</s> w1 .. wn`` and predicts ``w1 .. wn </s>``, as in fairseq LM training)."""
         encoded = [hub.encode(s) for s in sentences]  # tokenize / BPE / binarize, ends with </s>
-        results: List[Tuple[float, int]] = [(0.0, 0)] * len(encoded)
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        for start in range(0, len(order), args.lm_batch):
-            idx = order[start:start + args.lm_batch]
-            T = max(len(encoded[i]) for i in idx)
-            prev = torch.full((len(idx), T), pad, dtype=torch.long)
-            tgt = torch.full((len(idx), T), pad, dtype=torch.long)
-            for row, i in enumerate(idx):
-                toks = encoded[i]
-                prev[row, 0] = eos
-                prev[row, 1:len(toks)] = toks[:-1]
-                tgt[row, :len(toks)] = toks
-            prev, tgt = prev.to(hub.device), tgt.to(hub.device)
-            net_output = model(prev, src_lengths=tgt.ne(pad).sum(1))
-            lprobs = model.get_normalized_probs(net_output, log_probs=True, sample={"target": tgt})
-            tok = lprobs.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).float() * tgt.ne(pad)
-            for row, i in enumerate(idx):
-                results[i] = (float(tok[row].sum()), int(tgt[row].ne(pad).sum()))
-        return results
+        return [(float(lp.sum()), len(lp)) for lp in token_log_probs(hub, encoded, args.lm_batch)]
 
     return score
 

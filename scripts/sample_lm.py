@@ -10,37 +10,38 @@
 Works with any fairseq language model checkpoint (genCNN, LSTM LM, transformer LM...), through
 fairseq's hub interface and SequenceGenerator with sampling: each word is drawn from
 p(e_{t+1} | e_{1:t}) (optionally sharpened by --temperature and restricted to the --topk words or
-the --topp nucleus) until end of sentence or --max-len words.  Prompt i is sampled with seed
-``--seed + i``, so results do not depend on how many prompts are given with it.
+the --topp nucleus) until end of sentence or --max-len words; a tiny temperature is greedy.  Prompt
+i is sampled with seed ``--seed + i``, so results do not depend on how many prompts are given with it.
 
-Output (stdout or --output): ``P-<i>\\t<prompt>`` then ``S-<i>-<k>\\t<avg log-prob>\\t<sentence>``.
+Output (stdout or --output): ``P-<i>\\t<prompt>`` then ``S-<i>-<k>\\t<avg log-prob>\\t<sentence>``,
+where avg log-prob is the model's own log-probability per sampled token (untempered, before
+--topk / --topp; the end of sentence counted, the prompt not), as fairseq-eval-lm would score it.
 """
 import argparse
 import os
 import sys
 
-from fairseq_local_repro.lm_hub import load_hub
+from fairseq_local_repro import lm_hub
 from fairseq_local_repro.text import text_input
+
+SCORE = ("avg log-prob: the model's own log-probability per sampled token (untempered, before "
+         "--topk/--topp; end of sentence counted, prompt not)")
 
 
 def sample(hub, prompt: str, n: int, args, seed: int):
-    """``n`` samples continuing ``prompt`` ('' = from scratch): [(text, avg log-prob)]."""
+    """``n`` samples continuing ``prompt`` ('' = from scratch): [(text, avg log-prob)], the average
+    of the model's own log-probabilities of the sampled tokens (see ``SCORE``)."""
     import torch
     from fairseq import utils
 
     utils.set_torch_seed(seed)
     tokens = hub.encode(prompt) if prompt.strip() else torch.LongTensor([hub.task.source_dictionary.eos()])
-    # the LM task strips the end-of-sentence of the prompt and generates after it
-    hyps = hub.generate([tokens], beam=n, sampling=True, sampling_topk=args.topk, sampling_topp=args.topp,
-                        temperature=args.temperature, max_len_b=args.max_len, min_len=args.min_len,
-                        nbest=n, verbose=False)[0]
-    out = []
-    for h in hyps[:n]:
-        out.append((hub.decode(h["tokens"]), float(h["score"])))
-    return out
+    drawn = lm_hub.sample(hub, tokens, n, temperature=args.temperature, topk=args.topk, topp=args.topp,
+                          max_len=args.max_len, min_len=args.min_len)
+    return [(hub.decode(torch.cat([tokens[:-1], new])), float(lp.mean())) for new, lp in drawn]
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--path", required=True, help="LM checkpoint")
     p.add_argument("--data", help="directory with dict.txt (default: the checkpoint's directory)")
@@ -48,7 +49,8 @@ def main(argv=None):
     p.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
     p.add_argument("--from-scratch", type=int, default=0, metavar="N", help="also N sentences without prompt")
     p.add_argument("--num-samples", type=int, default=1, help="samples per prompt")
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="divides the log-probabilities before sampling (> 0; tiny: greedy)")
     p.add_argument("--topk", type=int, default=-1, help="sample among the k most likely words (-1: all)")
     p.add_argument("--topp", type=float, default=-1.0, help="nucleus sampling (-1: off)")
     p.add_argument("--max-len", type=int, default=60, help="maximum generated words")
@@ -59,9 +61,14 @@ def main(argv=None):
     p.add_argument("--tokenizer", help="fairseq tokenizer of the LM (moses, space...)")
     p.add_argument("--output", help="write here instead of stdout")
     p.add_argument("--cpu", action="store_true")
+    return p
+
+
+def main(argv=None):
+    p = build_parser()
     args = p.parse_args(argv)
-    if args.temperature <= 0:
-        p.error("--temperature must be > 0")
+    if not 0 < args.temperature < float("inf"):
+        p.error(f"--temperature must be a number > 0 (got {args.temperature:g}; a tiny value such as 1e-6 is greedy)")
     if args.num_samples < 1:
         p.error("--num-samples must be >= 1")
     if args.topk == 0 or (args.topk > 0 and args.topp > 0):
@@ -85,10 +92,11 @@ def main(argv=None):
         p.error("give --prompt, --prompts or --from-scratch N")
 
     try:
-        hub = load_hub(args.path, args.data, args.bpe, args.bpe_codes, args.tokenizer, args.cpu)
+        hub = lm_hub.load_hub(args.path, args.data, args.bpe, args.bpe_codes, args.tokenizer, args.cpu)
     except FileNotFoundError as e:
         p.error(str(e))
     lines = []
+    print(f"{os.path.basename(sys.argv[0] or 'sample_lm.py')}: {SCORE}", file=sys.stderr)
     for i, prompt in enumerate(prompts):
         lines.append(f"P-{i}\t{prompt}")
         for k, (text, score) in enumerate(sample(hub, prompt, args.num_samples, args, args.seed + i)):

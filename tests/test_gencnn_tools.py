@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,3 +159,100 @@ def test_rerank_with_a_real_lm(tiny_lm, files):
     assert all(s < 0 for s, _ in scored)
     res = rerank.run(args, scorer=scorer)
     assert res["lm_weight"] in (0.0, 1.0) and res["dev_after"] >= res["dev_before"]
+
+
+# ------------------------------------------------------------------------------------------
+# sample_lm.py's score is the model's log-probability; any temperature > 0 samples
+# ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_hub(tiny_lm):
+    from fairseq_local_repro.lm_hub import load_hub
+
+    ckpt, data = tiny_lm
+    return load_hub(str(ckpt), str(data), cpu=True)
+
+
+def _fairseq_scores(hub, texts):
+    """Reference: fairseq's own SequenceScorer (as fairseq-eval-lm scores), per text."""
+    from fairseq.sequence_scorer import SequenceScorer
+
+    out = []
+    for text in texts:
+        tokens = hub.encode(text)  # w1 .. wn </s>; the LM reads </s> w1 .. wn
+        sample = {"net_input": {"src_tokens": torch.cat([tokens[-1:], tokens[:-1]]).unsqueeze(0),
+                                "src_lengths": torch.tensor([len(tokens)])},
+                  "target": tokens.unsqueeze(0)}
+        out.append(SequenceScorer(hub.task.target_dictionary).generate(hub.models, sample)[0][0]["positional_scores"])
+    return out
+
+
+@pytest.mark.parametrize("temperature,topk,topp", [(1.0, -1, -1.0), (0.5, 3, -1.0), (2.5, -1, 0.6)])
+def test_sample_lm_score_is_the_models_log_prob(tiny_hub, tiny_lm, temperature, topk, topp):
+    """Whatever --temperature / --topk / --topp sharpen, the score is the model's own mean
+    log-probability of the sampled words and end of sentence (fairseq's SequenceScorer), the prompt
+    not counted; the same sentence gets the same score at any temperature."""
+    words = (Path(tiny_lm[1]) / "dict.txt").read_text(encoding="utf-8").split()[0:4:2]
+    args = sample_lm.build_parser().parse_args(["--path", "x", "--temperature", str(temperature),
+                                               "--topk", str(topk), "--topp", str(topp), "--max-len", "8"])
+    for prompt in ("", " ".join(words)):
+        drawn = sample_lm.sample(tiny_hub, prompt, 4, args, seed=3)
+        assert len(drawn) == 4
+        reference = _fairseq_scores(tiny_hub, [text for text, _ in drawn])
+        n_prompt = len(prompt.split())
+        for (text, score), ref in zip(drawn, reference):
+            assert text.split()[:n_prompt] == prompt.split()
+            assert score == pytest.approx(float(ref[n_prompt:].mean()), abs=1e-5)
+            assert score < 0
+
+
+@pytest.mark.parametrize("temperature", [1e-8, 1e-30, 1e-300])
+def test_sample_lm_tiny_temperature_is_greedy(tiny_hub, temperature):
+    """fairseq's sampling ends in 'invalid multinomial distribution' once the tempered mass sits on a
+    token the generator masks; a tiny temperature here is greedy search (beam 1)."""
+    args = sample_lm.build_parser().parse_args(["--path", "x", "--temperature", str(temperature),
+                                               "--max-len", "6", "--min-len", "2"])
+    drawn = sample_lm.sample(tiny_hub, "", 3, args, seed=1)
+    greedy = tiny_hub.generate([torch.LongTensor([tiny_hub.task.source_dictionary.eos()])], beam=1,
+                               max_len_b=6, min_len=2)[0][0]
+    assert {text for text, _ in drawn} == {tiny_hub.decode(greedy["tokens"])}
+    assert len(drawn[0][0].split()) >= 2
+
+
+def test_tempered_sampling_renormalises_over_allowed_tokens():
+    """The search step: a masked token (-inf) never drawn, draws follow softmax(lprobs / T) over the
+    others, and a tiny T picks the best allowed token."""
+    from fairseq.data import Dictionary
+
+    from fairseq_local_repro.lm_hub import tempered_sampling
+
+    d = Dictionary()
+    lprobs = torch.log_softmax(torch.tensor([9.0, 1.0, 0.0, -1.0]), -1)
+    lprobs[0] = float("-inf")  # the likeliest token is forbidden, as eos before --min-len
+    torch.manual_seed(0)
+    search = tempered_sampling(d, 0.5)
+    counts = torch.zeros(4)
+    for _ in range(4):
+        _, idx, _ = search.step(0, lprobs.expand(1, 1000, 4).clone(), torch.zeros(1, 1000, 1))
+        counts += torch.bincount(idx.flatten(), minlength=4)
+    expected = torch.softmax(torch.tensor([1.0, 0.0, -1.0]) / 0.5, -1)
+    assert counts[0] == 0
+    assert torch.allclose(counts[1:] / counts.sum(), expected, atol=0.03)
+    _, idx, _ = tempered_sampling(d, 1e-12).step(0, lprobs.expand(1, 5, 4).clone(), torch.zeros(1, 5, 1))
+    assert idx.flatten().tolist() == [1] * 5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_sample_lm_temperature_not_positive(tiny_lm, value, capsys):
+    ckpt, data = tiny_lm
+    with pytest.raises(SystemExit) as e:
+        sample_lm.main(["--path", str(ckpt), "--data", str(data), "--from-scratch", "1", "--temperature", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--temperature must be a number > 0" in err and f"got {value}" in err
+
+
+def test_sample_lm_data_without_dictionary(tiny_lm, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        sample_lm.main(["--path", str(tiny_lm[0]), "--data", str(tmp_path), "--from-scratch", "1", "--cpu"])
+    assert f"error: {tmp_path}: no dict.txt (give --data, the LM's binarized data folder)" in \
+        capsys.readouterr().err.strip().splitlines()[-1]
