@@ -5,7 +5,8 @@
 #                              --destdir DIR [options]
 #        scripts/preprocess.sh --lm --train FILE --valid FILE [--test FILE] --destdir DIR [options]
 #   PREFIX.L1 / PREFIX.L2 are raw UTF-8 text files, one sentence per line (same line counts; the
-#   last line may lack its newline); the training files must not be empty.
+#   last line may lack its newline); the training files must not be empty. A pair with one blank
+#   side is an error; blank pairs (and blank lines of an --lm corpus) get a warning naming them.
 # options:
 #   --bpe subword-nmt|sentencepiece|none   sub-word model (default: sentencepiece)
 #   --bpe-size N          merges / vocabulary size (default 8000; sentencepiece: where the training
@@ -68,14 +69,16 @@ same_count() {  # same_count STEP IN OUT: what STEP made of IN (OUT) keeps IN's 
   [ "$a" -eq "$b" ] || die "$1 turned the $a lines of $2 into $b: the sentence pairs would no longer be aligned (a \
 line separator inside a sentence?); fix that line of $2"
 }
-checks=()  # every input UTF-8, training text not empty, source/target line counts equal
+checks=()  # every input UTF-8, training text not empty, source/target line counts equal, blank lines
+# (binarized as sentences without a word): a pair with one blank side an error, others a warning
 for i in "${!splits[@]}"; do
   for l in "${langs[@]}"; do
     need_file "$(infile "${prefixes[$i]}" "$l")" "--${splits[$i]%%[0-9]*} file"
     checks+=("$(infile "${prefixes[$i]}" "$l")")
     [ "$i" != 0 ] || checks+=(--nonempty "$(infile "${prefixes[$i]}" "$l")")
   done
-  [ "$lm" = 1 ] || checks+=(--same-lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")")
+  if [ "$lm" = 1 ]; then checks+=(--blank-lines "$(infile "${prefixes[$i]}" txt)")
+  else checks+=(--same-lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")"); fi
 done
 if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; then
   die "--destdir '$dest' exists and is not empty (use --force to replace it)"

@@ -3,11 +3,18 @@
 Python scripts import it (``from fairseq_local_repro.text.text_input import read_lines``);
 shell scripts run it::
 
-    python -m fairseq_local_repro.text.text_input PROG [--nonempty FILE]... [--same-lines A B]... FILE...
+    python -m fairseq_local_repro.text.text_input PROG [--nonempty FILE]... [--same-lines A B]...
+        [--blank-lines FILE]... FILE...
 
-which checks that every FILE (and every --nonempty / --same-lines file) is UTF-8, that each
---nonempty file has some text, and that each --same-lines pair has the same number of lines, and
-otherwise prints ``PROG: error: ...`` naming the file and the first bad line, exit status 2.
+which checks that every FILE (and every --nonempty / --same-lines / --blank-lines file) is UTF-8,
+that each --nonempty file has some text, and that each --same-lines pair has the same number of
+lines, and otherwise prints ``PROG: error: ...`` naming the file and the first bad line, exit
+status 2.  Blank lines (nothing but spaces, byte-order marks and line ends), which fairseq would
+binarize as sentences without a word: a --same-lines pair with one blank side is an error (it
+teaches translating something into nothing or nothing into something, and usually means a sentence
+broken over two lines on one side, the pairs after it shifted); a pair blank on both sides and a
+blank line of a --blank-lines file (a language-model corpus: blank lines between paragraphs are
+what fairseq's own LM recipes keep) are one warning line each, naming the lines.
 
 A line is what ``str.splitlines`` would not split inside: ``\\n``-terminated, plus a last line
 without its newline (which ``wc -l`` does not count).  :func:`read_lines` drops byte-order marks
@@ -91,6 +98,58 @@ def has_text(path) -> bool:
     return False
 
 
+def _blank(line: bytes) -> bool:
+    return not line.replace(BOM.encode("utf-8"), b"").strip()
+
+
+def _first(numbers, most=5) -> str:
+    shown = ", ".join(map(str, numbers[:most]))
+    return f"{shown}, ..." if len(numbers) > most else shown
+
+
+def blank_pairs(a, b):
+    """Line numbers (from 1) of the pairs blank on both sides and of those blank on one side only."""
+    both, one = [], []
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        for n, (la, lb) in enumerate(zip(fa, fb), 1):
+            ba, bb = _blank(la), _blank(lb)
+            if ba and bb:
+                both.append(n)
+            elif ba or bb:
+                one.append((n, a if ba else b, b if ba else a))
+    return both, one
+
+
+def blank_lines(path):
+    with open(path, "rb") as f:
+        return [n for n, line in enumerate(f, 1) if _blank(line)]
+
+
+def check_blank(pairs=(), files=()):
+    """Warnings (lines) for blank lines that fairseq binarizes as sentences without a word; raises
+    :class:`TextInputError` for a pair with one blank side."""
+    warnings = []
+    for a, b in dict.fromkeys(map(tuple, pairs)):  # a file given for two splits: said once
+        both, one = blank_pairs(a, b)
+        if one:
+            n, blank, full = one[0]
+            more = f" (and {len(one) - 1} more such pairs, lines {_first([m for m, _, _ in one[1:]])})" if len(one) > 1 else ""
+            raise TextInputError(
+                f"{blank}:{n}: blank line, but line {n} of {full} has text{more}: a pair with one empty side "
+                "teaches the model to translate into (or from) nothing, and usually means a sentence broken over two "
+                "lines, the pairs after it shifted; fix the line, or remove the pair from both files")
+        if both:
+            warnings.append(f"{a}, {b}: {len(both)} pairs blank on both sides (lines {_first(both)}) are binarized "
+                            "as sentences without a word (only </s>); remove them from both files if they are not meant")
+    for path in dict.fromkeys(files):
+        lines = blank_lines(path)
+        if lines:
+            warnings.append(f"{path}: {len(lines)} blank lines (lines {_first(lines)}) are binarized as sentences "
+                            "without a word (only </s>), as fairseq's LM recipes keep paragraph breaks; remove them "
+                            "if they are not meant")
+    return warnings
+
+
 def check(files=(), nonempty=(), same_lines=()):
     """The checks of the command line (raises :class:`TextInputError`)."""
     counts = {}
@@ -112,9 +171,12 @@ def main(argv=None):
     p.add_argument("files", nargs="*")
     p.add_argument("--nonempty", action="append", default=[])
     p.add_argument("--same-lines", nargs=2, action="append", default=[])
+    p.add_argument("--blank-lines", action="append", default=[])
     a = p.parse_intermixed_args(argv)
     try:
-        check(a.files, a.nonempty, a.same_lines)
+        check(a.files + a.blank_lines, a.nonempty, a.same_lines)
+        for warning in check_blank(a.same_lines, a.blank_lines):
+            print(f"{a.prog}: warning: {warning}", file=sys.stderr)
     except TextInputError as err:
         print(f"{a.prog}: error: {err}", file=sys.stderr)
         return 2
