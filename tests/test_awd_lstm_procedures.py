@@ -2,7 +2,7 @@
 paper's Table 4 rows: NT-ASGD (``--optimizer nt_asgd``), AR/TAR (``--criterion
 ar_tar_cross_entropy``) and variable-length BPTT (``--variable-bptt`` of
 ``stateful_language_modeling``), against hand-computed values and float64 references.
-DropConnect on W_hh is tested in tests/test_multi_channel_rnn_mutants.py (one mask per forward
+DropConnect on W_hh is tested in tests/test_multi_channel_rnn.py (one mask per forward
 call, i.e. the same at every time step, and none in evaluation)."""
 import io
 import re

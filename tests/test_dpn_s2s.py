@@ -1,10 +1,14 @@
 """Tests of DPN-S2S (fairseq_local/models/dpn_s2s.py, modules/dpn_paths.py, modules/dpn_gate.py).
 
 The generic checks (CLI build, train + generate, incremental decoding after reorder, checkpoint
-round trip, Hydra) are in the contract suite; here: the gate (Eq. 9-10), forcing gates to 0/1
-reproduces each single-flow model exactly, ablations, parameter counts, causality, batching.
+round trip, Hydra) are in the contract suite; here: the gate (Eq. 9-10: its options, one-line
+errors and initialisation), forcing gates to 0/1 reproduces each single-flow model exactly,
+ablations, parameter counts, causality, batching, the encoder's output fields, beam-style
+reordering of the cached encoder projections, where each dropout rate lands, and the decoder's
+extras (output gate, alignments). The paths against their references: tests/test_dpn_paths.py.
 """
 import argparse
+import math
 import warnings
 
 import pytest
@@ -514,3 +518,144 @@ def test_attention_layers_choice():
     with pytest.raises(ValueError) as e:
         attention_layers("first", 2)
     assert str(e.value) == "need_attn must be False, True or 'last', got 'first'"
+
+
+# ------------------------------------------------------------------------------------- the gate
+def test_gate_options_and_messages():
+    gate = DPNGate(4)
+    assert gate.extra_repr() == "" and "forced" not in repr(gate)
+    for v in (0.0, 0.25, 1.0):
+        gate.force(v)
+        assert gate.forced == v and gate.extra_repr() == f"forced={v}"
+    gate.force(None)
+    assert gate.forced is None and gate.extra_repr() == ""
+    for bad in (-0.01, 1.01, 1.5):
+        with pytest.raises(ValueError) as err:
+            gate.force(bad)
+        assert str(err.value) == f"DPNGate: a forced gate value must lie in [0, 1], got {bad}"
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    with pytest.raises(ValueError) as err:
+        gate(a, b[..., :3])
+    assert str(err.value) == "DPNGate: inputs must have the same shape, got (2, 3, 4) and (2, 3, 3)"
+    gate.force(0.25)
+    fused, g = gate(a, b)
+    assert g.shape == (2, 3, 1) and g.dtype == a.dtype and bool((g == 0.25).all())
+    torch.testing.assert_close(fused, a + 0.25 * (b - a))
+    assert DPNGate(4, forced=1.0).forced == 1.0 and DPNGate(4, forced=0).forced == 0.0
+
+
+def test_gate_initialisation():
+    """W ~ N(0, 1/(2d)) (unit-variance pre-activation for unit inputs), b = 0: g = 0.5 on average."""
+    torch.manual_seed(0)
+    d = 2000
+    gate = DPNGate(d)
+    w = gate.proj.weight.detach()
+    assert w.shape == (1, 2 * d) and gate.proj.bias.shape == (1,) and float(gate.proj.bias.detach()) == 0.0
+    assert abs(float(w.std()) * math.sqrt(2 * d) - 1) < 0.05 and abs(float(w.mean())) < 0.01
+    assert gate.forced is None
+
+
+# --------------------------------------------------------------------------- encoder output
+@pytest.mark.parametrize("m,names", [(9, ("cnn_keys", "san_out")), (1, ("cnn_keys",)), (5, ("san_out",))])
+def test_encoder_output_fields(m, names):
+    """encoder_out is the SAN path's output when there is one, else the CNN keys; src_lengths and
+    the padding mask are passed through (B first)."""
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, _ = batch(seed=1)
+    enc = model.encoder(src, lengths)
+    assert set(enc) == {"encoder_out", "encoder_padding_mask", "cnn_keys", "cnn_values", "san_out", "src_lengths"}
+    assert enc["encoder_out"][0] is enc[names[-1]][0]
+    assert bool(enc["cnn_values"]) == ("cnn_keys" in names)
+    assert enc["src_lengths"][0] is lengths and torch.equal(enc["encoder_padding_mask"][0], src.eq(SRC.pad()))
+    assert model.encoder(src)["src_lengths"] == []
+    for key in ("cnn_keys", "san_out"):
+        assert bool(enc[key]) == (key in names)
+    if "san_out" in names:
+        assert enc["san_out"][0].shape == (src.size(1), src.size(0), 8)
+
+
+# --------------------------------------------------------------------- beam-style reordering
+def test_beamable_cross_attention_keeps_one_copy_per_sentence():
+    """With fairseq's beamable encoder-decoder attention (set_beam_size(2), as SequenceGenerator
+    sets it) the cached projected encoder states hold one copy per sentence and a reorder within
+    each sentence's beams leaves them alone; step-by-step decoding still equals the full pass."""
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=5, bsz=2)
+    src, lengths = src.repeat_interleave(2, 0), lengths.repeat_interleave(2, 0)  # 2 sentences x 2 beams
+    tgt = batch(seed=6, bsz=4)[2]
+    enc = model.encoder(src, lengths)
+    full = model.decoder(tgt, enc)[0]
+    model.decoder.set_beam_size(2)
+    order = torch.tensor([1, 1, 3, 2])  # beams move only within their sentence
+    state, steps = {}, []
+    for t in range(tgt.size(1)):
+        if t == 4:
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            full, tgt = full.index_select(0, order), tgt.index_select(0, order)
+            steps = [s.index_select(0, order) for s in steps]
+        steps.append(model.decoder(tgt[:, : t + 1], enc, incremental_state=state)[0][:, -1])
+    cached = [v for k, v in state.items() if "attn_state" in k and v.get("prev_key") is not None
+              and v["prev_key"].size(2) == src.size(1)]
+    assert cached and all(v["prev_key"].size(0) == 2 for v in cached)  # one copy per sentence
+    assert (full - torch.stack(steps, 1)).abs().max() < 1e-6
+    model.decoder.set_beam_size(1)
+
+
+# -------------------------------------------------------------------------------- dropout rates
+def test_each_dropout_rate_reaches_its_module():
+    """dropout (residual branches, embeddings), attention_dropout (attention weights) and
+    activation_dropout (after the FFN ReLU) land on their own modules, named for fairseq's
+    --retain-dropout-modules."""
+    model = build("dpn_s2s_m9", dropout=0.15, attention_dropout=0.25, activation_dropout=0.35)
+    for side in (model.encoder, model.decoder):
+        assert side.cnn.dropout_module.p == 0.15 and side.cnn.dropout_module.module_name == "ConvPath"
+        for layer in side.san.layers:
+            assert layer.dropout_module.p == 0.15 and layer.dropout_module.module_name == "SANLayer"
+            assert layer.activation_dropout_module.p == 0.35
+            assert layer.activation_dropout_module.module_name == "SANLayer"
+            assert layer.self_attn.dropout_module.p == 0.25
+            assert all(att.dropout_module.p == 0.25 for att in layer.encoder_attn.values())
+            assert not layer.normalize_before
+    for layer in model.decoder.san.layers:
+        assert set(layer.encoder_attn) == {"a", "c"} and layer.paths == ("a", "c")
+
+
+# ------------------------------------------------------------------------- decoder extras
+@pytest.mark.parametrize("m", [9, 7, 8])
+def test_output_gate_is_reported_batch_first(m):
+    """extra["output_gate"]: g^o of Eq. 10 per target position (B x T x 1), the value the gate
+    computed; None when the decoder has one path (no output gate)."""
+    model = build(f"dpn_s2s_m{m}")
+    src, lengths, tgt = batch(seed=4)
+    seen = []
+    hook = model.decoder.output_gate.register_forward_hook(lambda mod, i, o: seen.append(o[1])) \
+        if model.decoder.output_gate is not None else None
+    _, extra = model(src, lengths, tgt)
+    if hook is None:
+        assert "output_gate" in extra and extra["output_gate"] is None
+        return
+    hook.remove()
+    assert extra["output_gate"].shape == (src.size(0), tgt.size(1), 1)
+    torch.testing.assert_close(extra["output_gate"], seen[0].transpose(0, 1), rtol=0, atol=0)
+    assert extra["output_gate"].std() > 0
+
+
+def test_alignment_with_one_layer_per_decoder_path():
+    """A decoder with one layer per path: each flow has one alignment, and extra["attn"] is their mean."""
+    model = build("dpn_s2s_m9", decoder_conv_layers=1, decoder_san_layers=1)
+    src, lengths, tgt = batch(seed=3)
+    _, extra = model(src, lengths, tgt)
+    flows = extra["flows"]
+    assert set(flows) == {"cc", "ca", "ac", "aa"} and all(len(v) == 1 for v in flows.values())
+    torch.testing.assert_close(extra["attn"][0], sum(v[0] for v in flows.values()) / 4, rtol=1e-6, atol=1e-7)
+
+
+def test_decoder_accepts_an_empty_padding_mask_list():
+    """fairseq's encoders may give encoder_padding_mask = [] for 'no padding': the decoder reads it
+    as an unpadded source."""
+    model = build("dpn_s2s_m9")
+    src, lengths, tgt = batch(seed=2)
+    src[0, :3] = src[0, 3]  # no padding
+    enc = model.encoder(src, lengths)
+    out = model.decoder(tgt, enc)[0]
+    torch.testing.assert_close(model.decoder(tgt, {**enc, "encoder_padding_mask": []})[0], out, rtol=0, atol=0)

@@ -52,26 +52,27 @@ ALL = ("x*",)
 MODULES: Dict[str, Module] = {
     "mc_rnn": Module(
         {"fairseq_local/modules/multi_channel_rnn.py": ALL},
-        ["tests/test_multi_channel_rnn_mutants.py", "tests/test_multi_channel_rnn.py"],
+        ["tests/test_multi_channel_rnn.py"],
         "MC-RNN layer: Eq. 1-6, DropConnect"),
     "parallel_cells": Module(
         {"fairseq_local/modules/parallel_cell_rnn.py": ALL},
-        ["tests/test_parallel_cell_rnn_mutants.py", "tests/test_parallel_cell_rnn.py"],
+        ["tests/test_parallel_cell_rnn.py"],
         "parallel-cell LSTM layer"),
     "stateful_lm": Module(
         {"fairseq_local/tasks/stateful_language_modeling.py": ALL,
          "fairseq_local/data/stateful_bptt_dataset.py": ALL},
-        ["tests/test_stateful_language_modeling_mutants.py", "tests/test_stateful_language_modeling.py"],
+        ["tests/test_stateful_bptt_dataset.py", "tests/test_stateful_language_modeling_task.py",
+         "tests/test_stateful_language_modeling.py"],
         "stateful truncated-BPTT task: windows and state carrying",
         # fairseq-train / fairseq-eval-lm / fairseq-hydra-train end to end and the real LM's validation
         # (15-90 s a run); the same windows, losses and carried state are checked in process, with a
-        # tiny float64 LM, by tests/test_stateful_language_modeling_mutants.py
+        # tiny float64 LM, by tests/test_stateful_language_modeling_task.py
         deselect=("tests/test_stateful_language_modeling.py::test_carried_state_equals_whole_stream",
                   "tests/test_stateful_language_modeling.py::test_training_carries_state_and_eval_lm_matches",
                   "tests/test_stateful_language_modeling.py::test_yaml_gradient_norm_is_the_papers")),
     "lattice_gru": Module(
         {"fairseq_local/modules/lattice_gru.py": ALL},
-        ["tests/test_lattice_gru_mutants.py", "tests/test_lattice_gru_reference.py", "tests/test_lattice_gru.py"],
+        ["tests/test_lattice_gru_reference.py", "tests/test_lattice_gru.py"],
         "SWL-/DWL-GRU, pooling and gating (Eq. 10-21)"),
     # small enough for CI (tests/test_mutation.py): the composition g (max pooling / Eq. 21) and the cell
     "lattice_compose": Module(
@@ -82,11 +83,11 @@ MODULES: Dict[str, Module] = {
         {"fairseq_local/data/lattice.py": ALL, "fairseq_local_repro/text/lattice_builder.py": ALL},
         # tests/test_lattice.py (the scripts, dataset and task end to end, minutes a run) is left
         # out: the fast files check every function of lattice.py and lattice_builder.py value by value
-        ["tests/test_lattice_data_mutants.py", "tests/test_lattice_builder.py"],
+        ["tests/test_lattice_data.py", "tests/test_lattice_builder.py"],
         "lattice builder: format, validation, merging"),
     "gencnn": Module(
         {"fairseq_local/modules/gencnn_layers.py": ALL, "fairseq_local/modules/gencnn_kernels.py": ALL},
-        ["tests/test_gencnn_mutants.py", "tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
+        ["tests/test_gencnn_layers.py", "tests/test_gencnn_reference.py", "tests/test_gencnn.py"],
         "genCNN alpha/beta CNN layers",
         # fairseq-train + fairseq-eval-lm in subprocesses (14-48 s a run); the same lengths are
         # checked in process by test_every_length_full_equals_incremental
@@ -96,7 +97,7 @@ MODULES: Dict[str, Module] = {
          "fairseq_local/modules/dpn_paths.py": ALL,
          "fairseq_local/models/dpn_s2s.py": ("xǁDPNEncoderǁforward", "xǁDPNDecoderǁextract_features",
                                               "xǁDPNDecoderǁforward", "xǁ_Embedderǁforward")},
-        ["tests/test_dpn_mutants.py", "tests/test_dpn_s2s_reference.py", "tests/test_dpn_s2s.py"],
+        ["tests/test_dpn_paths.py", "tests/test_dpn_s2s_reference.py", "tests/test_dpn_s2s.py"],
         "DPN-S2S paths, gates (Eq. 4-10) and the flows' labels"),
     "analysis": Module(
         {"fairseq_local_repro/analysis/parallel_cells_masking.py": ("x_perplexity", "x_masking_table",

@@ -1,7 +1,8 @@
-"""Lattice data model (Su et al. 2017, section "Word Lattice"), checked value by value: edges e_{i:j}
-cover c_{i+1..j}, validation errors (exact one-line messages), the primary path, packing, merging of
-tokenizations and the segmenters.  Fast: stand-in segmenters everywhere except one
-small test per real segmenter (jieba, thulac, snownlp: a few seconds each to load)."""
+"""The lattice data model of fairseq_local/data/lattice.py (Su et al. 2017, section "Word Lattice"),
+checked value by value: edges e_{i:j} cover c_{i+1..j}, validation errors (exact one-line messages),
+the primary path, packing, merging of tokenizations and the segmenters.  Fast: stand-in segmenters
+everywhere except one small test per real segmenter (jieba, thulac, snownlp: a few seconds each to
+load)."""
 import numpy as np
 import pytest
 
