@@ -16,6 +16,13 @@ checkpoints; :func:`from_pretrained` adds what two of our tasks need:
   training run unless overridden) or reads a line in the lattice text format of
   :mod:`fairseq_local.data.lattice`.
 
+Raw text needs the BPE the training text was cut with. A data directory made by
+``scripts/preprocess.sh`` holds it in ``bpe/`` (``spm.<joint|lang>.model`` or
+``codes.<joint|lang>``): when no ``bpe=`` is given, the interface applies that one, as
+``generate.sh`` finds it; a ``bpe=`` of another kind, or a model file other than the data
+directory's (or, without ``bpe/``, of another kind than the dictionary's pieces), is one line
+(:func:`data_bpe`).
+
 ``score`` is fairseq's language-model scoring; for translation checkpoints it stops with one line
 (fairseq's ``score`` has no target side for them: use ``fairseq-generate --score-reference``).
 The plugin installs :func:`from_pretrained` as the classmethod ``from_pretrained`` of each of its
@@ -45,6 +52,10 @@ class NoScoreError(UserError, NotImplementedError):
 
 class InputTypeError(UserError, TypeError):
     """``translate``/``sample``/``score`` given something other than a sentence or a list of them."""
+
+
+class BPEMismatchError(UserError, ValueError):
+    """A ``bpe=`` that is not the one the data directory's text was cut with."""
 
 
 class InputError(UserError, ValueError):
@@ -196,7 +207,109 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
     if isinstance(task, StatefulLanguageModelingTask):
         task = _language_modeling_task(task)
     interface = LatticeHubInterface if isinstance(task, LatticeTranslationTask) else HubInterface
-    return interface(cfg, task, models)
+    hub = interface(cfg, task, models)
+    bpe = data_bpe(data, kwargs, task)
+    if bpe is not None:
+        hub.bpe = bpe
+    return hub
+
+
+BPE_KINDS = {"sentencepiece": ("spm.", ".model", "sentencepiece_model"),
+             "subword_nmt": ("codes.", "", "bpe_codes")}
+
+
+def _bpe_files(data: str) -> dict:
+    """``{kind: [model files]}`` of ``data/bpe/``, where ``scripts/preprocess.sh`` writes them."""
+    import glob
+
+    found = {}
+    for kind, (prefix, suffix, _) in BPE_KINDS.items():
+        files = sorted(glob.glob(os.path.join(glob.escape(os.path.join(data, "bpe")), f"{prefix}*{suffix}")))
+        if files:
+            found[kind] = files
+    return found
+
+
+def _dictionary_kind(dictionary):
+    """The BPE a dictionary's entries come from: sentencepiece (entries starting with U+2581),
+    subword-nmt (entries ending in ``@@``), or None when it cannot tell."""
+    words = dictionary.symbols[dictionary.nspecial:]
+    if not words:
+        return None
+    if sum(w.startswith("\u2581") for w in words) >= 0.1 * len(words):
+        return "sentencepiece"
+    if sum(w.endswith("@@") for w in words) >= 0.01 * len(words):
+        return "subword_nmt"
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    import filecmp
+
+    return os.path.isfile(a) and filecmp.cmp(a, b, shallow=False)
+
+
+def data_bpe(data: str, kwargs: dict, task):
+    """The BPE the interface applies to raw text, or None to keep what fairseq built from ``kwargs``.
+    Without ``bpe=``: the data directory's (``bpe/spm.*.model`` or ``bpe/codes.*``; the joint model,
+    else the source language's).  With ``bpe=``: refused in one line (:class:`BPEMismatchError`) when
+    the data directory (or its dictionary's pieces) shows another kind, or when the given model file is
+    not one of the data directory's."""
+    from argparse import Namespace
+
+    from fairseq.data import encoders
+
+    found = _bpe_files(data)
+    dictionary = getattr(task, "source_dictionary", None)
+    given = kwargs.get("bpe")
+    if "bpe" in kwargs and given is None:
+        return None  # bpe=None: the caller feeds text already cut into pieces
+    if given is None:
+        if not found:
+            have = _dictionary_kind(dictionary) if dictionary is not None else None
+            if have is not None:
+                warnings.warn(f"from_pretrained: the dictionary of {data} holds {have} pieces, but no BPE is applied "
+                              f"to raw text (no {data}/bpe/): pass bpe={have!r} and {BPE_KINDS[have][2]}=<the model "
+                              "the training text was cut with>, or most words become <unk>", stacklevel=3)
+            return None
+        kind, files = next(iter(found.items()))
+        prefix, suffix, option = BPE_KINDS[kind]
+        lang = getattr(getattr(task, "cfg", None), "source_lang", None)
+        names = (f"{prefix}joint{suffix}", f"{prefix}{lang}{suffix}")
+        chosen = next((f for f in files if os.path.basename(f) in names), files[0])
+        return encoders.build_bpe(Namespace(bpe=kind, **{option: chosen}))
+    kind = str(given).replace("-", "_")
+    have = next(iter(found), None) or (_dictionary_kind(dictionary) if dictionary is not None else None)
+    where = f"{data} was made with {have}" + (f" ({found[have][0]})" if found else " (its dictionary's pieces)")
+    if have is not None and kind != have:
+        fix = ("leave out bpe= to use the data directory's" if found else
+               f"give bpe={have!r} with the model the training text was cut with")
+        raise BPEMismatchError(f"from_pretrained: bpe={given!r}, but {where}: {fix}, or give the data directory the "
+                               "model was trained with")
+    option = BPE_KINDS.get(kind, (None, None, None))[2]
+    model = kwargs.get(option) if option else None
+    if found and model and not any(_same_file(model, f) for f in found[kind]):
+        raise BPEMismatchError(f"from_pretrained: {option}={model} is not the BPE model {data} was made with "
+                               f"({', '.join(found[kind])}): another corpus's? leave out bpe= to use the data "
+                               "directory's")
+    if not found and model and kind == "sentencepiece" and dictionary is not None and os.path.isfile(model):
+        _check_pieces(model, dictionary, data)
+    return None
+
+
+def _check_pieces(model: str, dictionary, data: str):
+    """A dictionary built from text cut by a sentencepiece model holds only that model's pieces
+    (and fairseq's padding entries ``madeupword*``): most entries outside it mean another model."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=model)
+    pieces = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
+    words = [w for w in dictionary.symbols[dictionary.nspecial:] if not w.startswith("madeupword")]
+    outside = [w for w in words if w not in pieces]
+    if words and len(outside) > 0.1 * len(words):
+        raise BPEMismatchError(f"from_pretrained: sentencepiece_model={model} does not fit the dictionary of {data}: "
+                               f"{len(outside)} of its {len(words)} entries are not pieces of the model (e.g. "
+                               f"{outside[0]!r}); give the sentencepiece model the training text was cut with")
 
 
 def _data_directory(model_dir: str, data: str) -> str:

@@ -4,7 +4,7 @@ than the model's positions, a full disk, degenerate option values. Each ends in 
 file, line or option (or one warning where continuing is right); nothing half-written."""
 import pytest
 
-from contract_lib import REPO
+from contract_lib import REPO, console_script
 from fairseq_local_repro.text import text_input
 from test_bad_inputs import assert_one_line, run, write
 
@@ -84,3 +84,124 @@ def test_preprocess_sh_lm_blank_lines_warn(tmp_path):
     assert [line for line in err.splitlines() if "warning" in line] == [
         f"preprocess.sh: warning: {text}: 2 blank lines (lines 2, 4) are binarized as sentences without a word "
         "(only </s>), as fairseq's LM recipes keep paragraph breaks; remove them if they are not meant"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the hub finds the data directory's BPE, as generate.sh does, and refuses one that does not belong
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def spm_model(shared_data, tmp_path_factory):
+    """A tiny lstm trained on 300 Multi30k pairs made by preprocess.sh's default (joint sentencepiece)."""
+    import os
+
+    from test_bad_inputs import TINY_LSTM
+
+    tmp = tmp_path_factory.mktemp("hub_bpe")
+    for split in ("train", "valid"):
+        for lang in ("de", "en"):
+            lines = (shared_data / "multi30k-de-en" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            write(tmp / f"{split}.{lang}", "\n".join(lines[:300]) + "\n")
+    data = tmp / "bin"
+    code, err = run("bash", PREPROCESS, "--src", "de", "--tgt", "en", "--train", tmp / "train", "--valid",
+                    tmp / "valid", "--destdir", data, "--bpe-size", "300", "--workers", "1")
+    assert code == 0, err[-2000:]
+    code, err = run(console_script("fairseq-train"), data, "--user-dir", REPO / "fairseq_local", *TINY_LSTM, "--optimizer", "adam", "--lr", "0.01",
+                    "--max-update", "1", "--cpu", "--max-tokens", "3000", "--save-dir", tmp / "ck",
+                    "--no-epoch-checkpoints", "--num-workers", "0")
+    assert code == 0, err[-2000:]
+    other = tmp / "other"  # a sentencepiece model of another corpus
+    other.mkdir()
+    english = (shared_data / "tatoeba-zh-en" / "train.en").read_text(encoding="utf-8").splitlines()[:300]
+    write(other / "text", "\n".join(english) + "\n")
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(input=str(other / "text"), model_prefix=str(other / "spm"), vocab_size=300,
+                                   model_type="bpe", minloglevel=2)
+    assert os.path.isfile(data / "bpe" / "spm.joint.model")
+    return tmp / "ck", data, tmp / "train.de", other / "spm.model"
+
+
+def test_hub_finds_the_data_directorys_bpe(spm_model):
+    """Raw text is cut as preprocess.sh cut the training text: the first training sentence encodes
+    to exactly its binarized tokens (before: every word <unk>)."""
+    from fairseq.data import data_utils
+
+    from fairseq_local.hub import from_pretrained
+
+    ck, data, raw, _ = spm_model
+    hub = from_pretrained(ck, data_name_or_path=str(data))
+    assert type(hub.bpe).__name__ == "SentencepieceBPE"
+    first = raw.read_text(encoding="utf-8").splitlines()[0]
+    binarized = data_utils.load_indexed_dataset(str(data / "train.de-en.de"), hub.src_dict)[0]
+    assert hub.encode(first).tolist() == binarized.tolist()
+    assert hub.src_dict.unk() not in hub.encode(first).tolist()
+    assert isinstance(hub.translate(first, beam=2, max_len_b=5), str)
+
+
+@pytest.mark.parametrize("case", ["other_kind", "other_corpus", "copy_of_it", "none"])
+def test_hub_bpe_that_does_not_belong(spm_model, tmp_path, case):
+    import shutil
+
+    from fairseq_local.hub import BPEMismatchError, from_pretrained
+
+    ck, data, _, other = spm_model
+    kwargs = {"other_kind": dict(bpe="subword_nmt", bpe_codes=str(write(tmp_path / "codes", "#version: 0.2\na b\n"))),
+              "other_corpus": dict(bpe="sentencepiece", sentencepiece_model=str(other)),
+              "copy_of_it": dict(bpe="sentencepiece", sentencepiece_model=str(
+                  shutil.copy(data / "bpe" / "spm.joint.model", tmp_path / "copy.model"))),
+              "none": dict(bpe=None)}[case]
+    if case in ("copy_of_it", "none"):
+        hub = from_pretrained(ck, data_name_or_path=str(data), **kwargs)
+        assert (hub.bpe is None) == (case == "none")
+        return
+    with pytest.raises(BPEMismatchError) as e:
+        from_pretrained(ck, data_name_or_path=str(data), **kwargs)
+    want = {"other_kind": f"from_pretrained: bpe='subword_nmt', but {data} was made with sentencepiece "
+                          f"({data}/bpe/spm.joint.model): leave out bpe= to use the data directory's",
+            "other_corpus": f"from_pretrained: sentencepiece_model={other} is not the BPE model {data} was made with "
+                            f"({data}/bpe/spm.joint.model): another corpus's?"}[case]
+    assert str(e.value).startswith(want)
+
+
+@pytest.mark.parametrize("case", ["other_corpus", "other_kind", "nothing_given"])
+def test_hub_bpe_without_the_bpe_folder(spm_model, tmp_path, case):
+    """A data directory without bpe/ (copied without it, or made by hand): the dictionary's pieces tell."""
+    import shutil
+
+    from fairseq_local.hub import BPEMismatchError, from_pretrained
+
+    ck, data, _, other = spm_model
+    bare = shutil.copytree(data, tmp_path / "bare", ignore=shutil.ignore_patterns("bpe"))
+    if case == "nothing_given":
+        with pytest.warns(UserWarning, match="holds sentencepiece pieces, but no BPE is applied"):
+            assert from_pretrained(ck, data_name_or_path=str(bare)).bpe is None
+        return
+    kwargs = {"other_corpus": dict(bpe="sentencepiece", sentencepiece_model=str(other)),
+              "other_kind": dict(bpe="subword_nmt", bpe_codes=str(write(tmp_path / "codes", "#version: 0.2\na b\n")))}[case]
+    with pytest.raises(BPEMismatchError) as e:
+        from_pretrained(ck, data_name_or_path=str(bare), **kwargs)
+    assert str(e.value).startswith({
+        "other_corpus": f"from_pretrained: sentencepiece_model={other} does not fit the dictionary of {bare}: ",
+        "other_kind": f"from_pretrained: bpe='subword_nmt', but {bare} was made with sentencepiece (its dictionary's "
+                      "pieces): give bpe='sentencepiece' with the model"}[case])
+    # the model the text was cut with is accepted
+    ok = from_pretrained(ck, data_name_or_path=str(bare), bpe="sentencepiece",
+                         sentencepiece_model=str(data / "bpe" / "spm.joint.model"))
+    assert type(ok.bpe).__name__ == "SentencepieceBPE"
+
+
+def test_hub_separate_bpe_takes_the_source_languages(tmp_path):
+    """preprocess.sh --separate-bpe: codes.de and codes.en; a de->en model cuts its input with codes.de."""
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+
+    from fairseq_local.hub import data_bpe
+
+    (tmp_path / "bpe").mkdir()
+    write(tmp_path / "bpe" / "codes.de", "#version: 0.2\nt h</w>\n")
+    write(tmp_path / "bpe" / "codes.en", "#version: 0.2\na b</w>\n")
+    task = SimpleNamespace(source_dictionary=Dictionary(), cfg=SimpleNamespace(source_lang="de"))
+    assert data_bpe(str(tmp_path), {}, task).encode("th ab") == "th a@@ b"
+    task.cfg.source_lang = "en"
+    assert data_bpe(str(tmp_path), {}, task).encode("th ab") == "t@@ h ab"
