@@ -8,8 +8,8 @@ and undoes fairseq's import-time DEBUG root logger.
 from fairseq_local.version import __version__  # noqa: F401
 from fairseq_local import _quiet  # noqa: F401  (must run before fairseq is imported)
 from fairseq_local import safe_loading  # noqa: F401
-from fairseq_local import data, modules, models, optim, patches, tasks  # noqa: F401
-from fairseq_local import criterions  # noqa: F401
+from fairseq_local import data, modules, models, optim, tasks, criterions  # noqa: F401
+from fairseq_local import patches  # noqa: F401  (patches fairseq and uses the floors above)
 
 safe_loading.install()
 patches.install_all()

@@ -35,7 +35,7 @@ import zlib
 import numpy as np
 import torch
 
-from fairseq_local.errors import CheckpointError, UserError
+from fairseq_local.errors import CheckpointError, UserError, prog_name
 
 __all__ = ["SAFE_GLOBALS", "install", "UnsafeCheckpointError", "safe_load", "check_integrity",
            "checkpoint_model", "require_model", "load_model_checked", "is_language_model"]
@@ -278,8 +278,6 @@ def require_model(path, accept, need: str):
     ``accept``: model names (``{"mc_rnn", "mc_rnn_lm"}``) or a predicate on the model class;
     ``need`` completes the sentence "..., but PROG needs ..." (e.g. "an mc_rnn model")."""
     from fairseq.models import MODEL_REGISTRY
-
-    from fairseq_local.errors import prog_name
 
     arch, model, task = checkpoint_model(path)
     ok = accept(MODEL_REGISTRY.get(model)) if callable(accept) else model in accept

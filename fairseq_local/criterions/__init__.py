@@ -1,7 +1,2 @@
-"""Auto-imports every module in this package, so `--user-dir fairseq_local` registers it."""
-import importlib
-import os
-
-for _file in sorted(os.listdir(os.path.dirname(__file__))):
-    if _file.endswith(".py") and not _file.startswith("_"):
-        importlib.import_module(f"{__name__}.{_file[:-3]}")
+"""Our criterions, imported (so registered)."""
+from fairseq_local.criterions import ar_tar_cross_entropy  # noqa: F401

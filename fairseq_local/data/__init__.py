@@ -1,7 +1,6 @@
-"""Auto-imports every module in this package, so `--user-dir fairseq_local` registers it."""
-import importlib
-import os
-
-for _file in sorted(os.listdir(os.path.dirname(__file__))):
-    if _file.endswith(".py") and not _file.startswith("_"):
-        importlib.import_module(f"{__name__}.{_file[:-3]}")
+"""Our datasets: lattices (the text format, packed batches), the stateful BPTT windows, and the
+synthetic demo/test corpus."""
+from fairseq_local.data import lattice  # noqa: F401
+from fairseq_local.data import lattice_dataset  # noqa: F401
+from fairseq_local.data import stateful_bptt_dataset  # noqa: F401
+from fairseq_local.data import synthetic  # noqa: F401

@@ -15,6 +15,7 @@ from typing import Optional
 
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model
 from fairseq.modules import FairseqDropout
+from fairseq.tasks import TASK_REGISTRY, FairseqTask
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig  # registers ``rnnsearch`` before our archs
 from fairseq_local.modules.fast_path import set_rnn_impl
@@ -97,13 +98,10 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
             raise ConfigError(f"--cell {cfg.cell!r}{' --share-all-embeddings' if cfg.share_all_embeddings else ''}: "
                               "lattice_rnnsearch uses GRU decoder layers (--cell gru) and separate source/target "
                               "embeddings (no --share-all-embeddings)")
-        from fairseq.tasks import FairseqTask
-
-        from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
-
         # a fairseq task of another kind (a duck-typed task carrying dictionaries, as the harness's
-        # parameter count passes, is not refused)
-        if isinstance(task, FairseqTask) and not isinstance(task, LatticeTranslationTask):
+        # parameter count passes, is not refused); the task class is looked up in fairseq's registry,
+        # as fairseq builds it (tasks sit above the models)
+        if isinstance(task, FairseqTask) and not isinstance(task, TASK_REGISTRY["lattice_translation"]):
             arch = cfg.get("_name", None) if hasattr(cfg, "get") else getattr(cfg, "arch", None)
             raise ConfigError(f"--arch {arch or 'lattice_rnnsearch'} reads word lattices: add --task "
                               "lattice_translation")

@@ -1,7 +1,4 @@
-"""Auto-imports every module in this package, so `--user-dir fairseq_local` registers it."""
-import importlib
-import os
-
-for _file in sorted(os.listdir(os.path.dirname(__file__))):
-    if _file.endswith(".py") and not _file.startswith("_"):
-        importlib.import_module(f"{__name__}.{_file[:-3]}")
+"""Our optimizers and learning-rate schedulers, imported (so registered) in this order."""
+from fairseq_local.optim import nt_asgd  # noqa: F401
+from fairseq_local.optim import plateau_every_n_updates  # noqa: F401
+from fairseq_local.optim import rmsprop  # noqa: F401

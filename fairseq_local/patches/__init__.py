@@ -2,17 +2,29 @@
 
 Each module here fixes one fairseq behaviour that would otherwise cost users data or give wrong
 numbers, whichever entry point started the run (``fairseq-train``/``-generate``/``-eval-lm``,
-``fairseq-hydra-train``, our scripts). Every module is imported automatically and exposes
-``install()``, which is idempotent; ``fairseq_local/__init__.py`` calls :func:`install_all`.
+``fairseq-hydra-train``, our scripts). Every module exposes ``install()``, which is idempotent;
+``fairseq_local/__init__.py`` calls :func:`install_all`, which installs them in the order below.
 """
-import importlib
-import os
+from fairseq_local.patches import (
+    atomic_checkpoints,
+    checkpoint_fit,
+    complete_batches,
+    complete_splits,
+    dictionary_fingerprint,
+    exact_resume,
+    hub_interface,
+    hydra_arch_defaults,
+    interactive_input,
+    one_line_errors,
+    option_checks,
+    precision,
+    save_dir_lock,
+    training_paths,
+)
 
-_MODULES = [
-    importlib.import_module(f"{__name__}.{_file[:-3]}")
-    for _file in sorted(os.listdir(os.path.dirname(__file__)))
-    if _file.endswith(".py") and not _file.startswith("_")
-]
+_MODULES = [atomic_checkpoints, checkpoint_fit, complete_batches, complete_splits, dictionary_fingerprint,
+            exact_resume, hub_interface, hydra_arch_defaults, interactive_input, one_line_errors, option_checks,
+            precision, save_dir_lock, training_paths]
 
 
 def install_all():

@@ -39,6 +39,8 @@ import re
 import sys
 
 from fairseq_local.errors import ConfigError, UserError
+from fairseq_local.patches.checkpoint_fit import _CONTEXT, _task_name
+from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
 
 logger = logging.getLogger(__name__)
 
@@ -153,10 +155,6 @@ def check_dropout(cfg):
 
 
 def _warn_stateless(model, task):
-    from fairseq_local.patches.checkpoint_fit import _CONTEXT
-    from fairseq_local.tasks.stateful_language_modeling import (StatefulLanguageModelingTask,
-                                                                supports_bptt_state)
-
     if _CONTEXT or isinstance(task, StatefulLanguageModelingTask) or not supports_bptt_state(model):
         return  # a loaded checkpoint is checked against its training task (checkpoint_fit.py)
     logger.warning(f"{type(model).__name__} carries its recurrent state across windows only with --task "
@@ -204,9 +202,6 @@ def check_task_fits_arch(cfg, task):
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
     from fairseq.tasks.language_modeling import LanguageModelingTask
     from fairseq.tasks.translation import TranslationTask
-
-    from fairseq_local.patches.checkpoint_fit import _task_name
-    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 
     arch = _get(cfg, "model", "arch") if isinstance(cfg, argparse.Namespace) else (
         cfg.get("_name", None) if hasattr(cfg, "get") else None)

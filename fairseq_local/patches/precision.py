@@ -37,6 +37,8 @@ import logging
 import sys
 import types
 
+from fairseq_local.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 _MARK = "_fairseq_local_precision"
@@ -66,8 +68,6 @@ def clear_implied_tpu(cfg):
 def check_fp16_device(cfg):
     """``--fp16`` / ``--memory-efficient-fp16`` without CUDA: a ConfigError naming the option."""
     import torch
-
-    from fairseq_local.errors import ConfigError
 
     common = getattr(cfg, "common", None)
     if common is None or getattr(common, "tpu", False):

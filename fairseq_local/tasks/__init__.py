@@ -1,7 +1,3 @@
-"""Auto-imports every module in this package, so `--user-dir fairseq_local` registers it."""
-import importlib
-import os
-
-for _file in sorted(os.listdir(os.path.dirname(__file__))):
-    if _file.endswith(".py") and not _file.startswith("_"):
-        importlib.import_module(f"{__name__}.{_file[:-3]}")
+"""Our tasks, imported (so registered) in this order."""
+from fairseq_local.tasks import lattice_translation  # noqa: F401
+from fairseq_local.tasks import stateful_language_modeling  # noqa: F401
