@@ -1,38 +1,31 @@
-"""The fast path (``--rnn-impl``, fairseq_local/modules/fast_path.py and cuda_graphs.py), on CPU.
+"""The fast path (``--rnn-impl``, fairseq_local/modules/fast_path.py), on CPU.
 
-Two fast executions of the same step code, each checked against the eager loop:
+Two fast executions of the same step code, each checked against the eager loop: ``compiled`` (the
+step compiled once by torch.compile, inductor on CPU, batch dynamic) and the CUDA-graph path
+(``auto`` on CUDA; here ``cuda_graphs.ReplayBackend`` stands in for the graphs, whose machinery
+tests/test_cuda_graphs.py checks).  Outputs, states and every gradient within 1e-5 relative for
+every family's layer (captures under ``NoHostSync``: nothing in a loop synchronises with the host),
+the lattice GRU, a translation model's training step, incremental decoding, beam search and the LM
+decoder's step; checkpoints under either implementation.
 
-* ``compiled``: the step compiled once by torch.compile (inductor on CPU), batch dynamic: outputs,
-  states and every gradient within 1e-5 relative for every family's layer, the lattice GRU, a
-  translation model's training step, incremental decoding and beam search;
-* the CUDA-graph path (``auto`` on CUDA): CI has no GPU, so ``cuda_graphs.ReplayBackend`` stands in
-  for the graphs (it records each "capture" under ``NoHostSync``, which fails on any host
-  synchronisation, and "replays" into the same static buffers); checked: equality with eager
-  (forward, backward, training over several optimizer steps, incremental decoding, beam search),
-  padding to buckets, the bounded number of live graphs, the first-call check that falls back to
-  eager with one warning, captures that fail, a second forward before a backward, parameters whose
-  storage is replaced.
-
-Cost: no compiled region unrolls the loop (its traced graph is the same at T 8 and T 64), and
-after two warm-up shapes the batch shapes of a real epoch (Multi30k through fairseq's
-``batch_by_size``) compile nothing new (``error_on_recompile``).  ``auto`` never compiles.  The real
-CUDA graphs are checked on a GPU by ``scripts/gpu/check_install.py --fast-path``.
+Cost: no compiled region unrolls the loop (its traced graph is the same at T 8 and T 64), and after
+two warm-up shapes the batch shapes of a real epoch (Multi30k through fairseq's ``batch_by_size``)
+compile nothing new (``error_on_recompile``); a compiled step says that it compiles and a compiler
+failure is one line.  The real CUDA graphs are checked on a GPU by
+``scripts/gpu/check_install.py --fast-path``.
 """
 import copy
 import os
 import tempfile
-import warnings
 
 import numpy as np
 import pytest
 import torch
-import torch.nn as nn
 
 import fairseq_local  # noqa: F401  (registers everything)
-from fairseq import checkpoint_utils, options, tasks
-from fairseq.data import Dictionary, data_utils
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-from fairseq_local.modules import cuda_graphs, fast_path
+from fairseq import checkpoint_utils
+from fairseq.data import data_utils
+from fairseq_local.modules import fast_path
 from fairseq_local.modules.lattice_gru import LatticeGRU, make_schedule, pad_levels
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
@@ -40,79 +33,28 @@ from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
 from fairseq_local.modules.recurrent_seq2seq import RecurrentAttentionDecoder
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local_repro.gpu import check_install
+from fast_path_lib import (  # noqa: F401  (graphs and _single_thread are fixtures)
+    TINY_S2S,
+    _single_thread,
+    assert_close,
+    assert_grads_close,
+    build,
+    dictionary_dir,
+    graphs,
+    padding,
+    parse,
+    run_layer,
+    set_impl,
+    translation_batch,
+)
 
 # inductor's on-disk cache, one per xdist worker: workers compiling the same kernel at once must not
 # read each other's half-written files
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
     tempfile.gettempdir(), f"torchinductor_fairseq_local_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"))
 
-USER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fairseq_local")
 RECURRENT_MODELS = ["rnnsearch", "mc_rnn", "parallel_lstm", "mc_rnn_lm", "parallel_lstm_lm", "lattice_rnnsearch", "gencnn",
                     "dpn_s2s"]
-
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def graphs():
-    """The CUDA-graph path on CPU: ``auto`` captures CPU loops with the stand-in backend."""
-    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()) as backend:
-        yield backend
-
-
-def set_impl(module, impl):
-    """``graphs`` is ``auto`` (with the ``graphs`` fixture installed)."""
-    return fast_path.set_rnn_impl(module, "auto" if impl == "graphs" else impl)
-
-
-def assert_close(a, b, what, rtol=1e-5, scale=None):
-    """|a - b| <= rtol * max|a| (relative to the tensor's scale, so near-zero entries don't dominate)."""
-    scale = a.abs().max().item() if scale is None else scale
-    err = (a - b).abs().max().item()
-    assert err <= rtol * max(scale, 1e-6), f"{what}: max abs diff {err:.3g} vs scale {scale:.3g}"
-
-
-def assert_grads_close(eager, comp, what, rtol=1e-5):
-    """Every parameter's gradient, relative to the largest gradient entry of the module: a
-    parameter whose gradient nearly cancels (the MC-RNN channel attention at initialisation: 1e-7
-    against 1e0 elsewhere) is compared at the scale of the whole gradient, not at its own."""
-    assert eager.keys() == comp.keys() and eager, what
-    scale = max(g.abs().max().item() for g in eager.values())
-    for n in eager:
-        assert_close(eager[n], comp[n], f"{what}: grad of {n}", rtol, scale)
-
-
-def padding(T, B, layout):
-    """``[T, B]`` bool, True at padding: column b has ``T - b`` real tokens at the start ("right")
-    or the end ("left"); ``holes``: an isolated padded position as well."""
-    mask = torch.zeros(T, B, dtype=torch.bool)
-    for b in range(B):
-        n = T - b
-        if layout == "left":
-            mask[: T - n, b] = True
-        else:
-            mask[n:, b] = True
-    if layout == "holes":
-        mask[1, 0] = True
-    return mask
-
-
-def run_layer(layer, impl, x, mask, state=None):
-    set_impl(layer, impl)
-    layer.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_(True)
-    out, new_state = layer(x, state, mask)
-    leaves = [s for s in torch.utils._pytree.tree_leaves(new_state) if s.is_floating_point()]
-    loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum() + sum((s ** 2).sum() for s in leaves)
-    loss.backward()
-    grads = {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
-    return out.detach(), [s.detach() for s in leaves], grads, x.grad
 
 
 LAYERS = {
@@ -158,30 +100,6 @@ def test_layer_graphs_equal_eager_and_never_sync(name, graphs):
     st = fast_path.stats()
     assert st["graphs_captured"] >= 1 and st["graph_fallbacks"] == 0, st
     assert st["graphs_verified"] == st["graphs_captured"] and st["compiles"] == 0, st
-
-
-def test_buckets():
-    assert [fast_path.length_bucket(t) for t in (1, 2, 8, 9, 33, 64, 65, 130)] == [1, 8, 8, 16, 64, 64, 128, 192]
-    assert [fast_path.batch_bucket(b) for b in (1, 4, 5, 7, 9, 13, 100, 160)] == [4, 4, 6, 8, 12, 16, 128, 192]
-
-
-def test_graph_variants_are_the_padded_shapes(graphs):
-    """(T, B) pairs in the same (time, batch) buckets replay one graph: T 3, 5, 8 pad to 8 and B 3,
-    4 to 4; T 1 is its own bucket and B 5 is bucket 6.  Each call equals eager (state included)."""
-    torch.manual_seed(0)
-    layer = ParallelCellRNNLayer(3, 4, wide=2, cell="gru")
-    with torch.no_grad():
-        for T, B in ((3, 3), (5, 4), (8, 3), (1, 3), (1, 5)):
-            x, state = torch.randn(T, B, 3), (torch.randn(B, 4),)
-            mask = padding(T, B, "left") if T > 1 else None
-            set_impl(layer, "eager")
-            out_e, st_e = layer(x, state, mask)
-            set_impl(layer, "graphs")
-            out_g, st_g = layer(x, state, mask)
-            assert_close(out_e, out_g, f"T={T} B={B}: output")
-            assert_close(st_e[0], st_g[0], f"T={T} B={B}: state")
-    st = fast_path.stats()
-    assert st["graphs_captured"] == 3 and st["graphs_live"] == 3, st
 
 
 def random_lattices(seed, lengths):
@@ -369,149 +287,6 @@ def test_a_real_epoch_compiles_nothing_after_two_shapes(shared_data, counting, t
     assert len(counting.sizes) == compiled <= 8, counting.sizes
 
 
-def test_auto_captures_and_never_compiles(graphs, monkeypatch, tmp_path):
-    """``auto`` on a CUDA tensor (mocked) captures the eager loop; it never calls the compiler: a
-    training step of a small model under ``auto`` (the stand-in backend) compiles nothing."""
-    assert fast_path.execution("auto", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
-    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=True)
-    assert fast_path.execution("eager", _FakeCuda()) == fast_path.EAGER
-    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("auto called the compiler"))
-    data = dictionary_dir(tmp_path)
-    cfg, model, task = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S)
-    net, tgt = translation_batch(task)
-    model.train()
-    model(**net)[0].sum().backward()
-    st = fast_path.stats()
-    assert st["graphs_captured"] >= 2 and st["compiles"] == 0 and st["graph_fallbacks"] == 0, st
-
-
-# ------------------------------------------------------------------------------------------------
-# the graph machinery
-# ------------------------------------------------------------------------------------------------
-def test_no_host_sync_mode_names_every_synchronisation():
-    x = torch.randn(4)
-    for what, fn in (("_local_scalar_dense", lambda: x.sum().item()), ("_local_scalar_dense", lambda: bool(x.sum() > 0)),
-                     ("nonzero", lambda: x.nonzero()), ("nonzero", lambda: x[x > 0])):
-        with pytest.raises(cuda_graphs.HostSyncError, match=what), cuda_graphs.NoHostSync():
-            fn()
-    with cuda_graphs.NoHostSync():  # masked arithmetic stays on the device
-        torch.where(x > 0, x, -x).masked_fill(x < 0, 0).index_select(0, torch.tensor([1, 2]))
-
-
-class SyncingLayer(fast_path.FastPathMixin, nn.Module):
-    """A layer whose step reads a value on the host (not capturable)."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.ones(3))
-
-    def forward(self, x):
-        return fast_path.scan(self, "_step", (x.new_zeros(x.size(1), 3),), (x,), None)
-
-    def _step(self, carry, x, valid, consts):
-        h = carry[0] * 0.5 + x[0] * self.w
-        if float(h.sum()) > 1e9:
-            h = h * 0
-        return (h,), (h,)
-
-
-def test_a_capture_that_fails_warns_once_and_runs_eagerly(graphs):
-    layer = SyncingLayer()
-    x = torch.randn(5, 2, 3)
-    with pytest.warns(UserWarning, match=r"SyncingLayer\._step could not be captured \(HostSyncError"):
-        (out,), _ = layer(x)
-    set_impl(layer, "eager")
-    (ref,), _ = layer(x)
-    assert torch.equal(out, ref)
-    set_impl(layer, "auto")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        layer(x)  # no second warning
-    assert fast_path.stats()["graph_fallbacks"] == 1
-
-
-def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
-    """A graph whose replay is wrong (the stand-in backend corrupts its outputs) is caught at its
-    first call: one warning, the eager result, and eager from then on."""
-    def corrupt(static):
-        static[0].add_(1.0)
-
-    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend(corrupt=corrupt)):
-        torch.manual_seed(0)
-        layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
-        x = torch.randn(5, 3, 4)
-        with pytest.warns(UserWarning, match="MultiChannelRNNLayer._step gave outputs that differ"):
-            out = run_layer(layer, "graphs", x, None)
-        ref = run_layer(layer, "eager", x, None)
-        assert torch.equal(out[0], ref[0]) and assert_grads_close(ref[2], out[2], "fallback") is None
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            again = run_layer(layer, "graphs", x, None)
-        assert torch.equal(again[0], ref[0]) and fast_path.stats()["graph_fallbacks"] == 1
-
-
-def test_a_backward_that_differs_from_eager_falls_back():
-    """The first backward of a training variant is compared with eager autograd too."""
-    calls = {"n": 0}
-
-    def corrupt_grads(static):
-        calls["n"] += 1
-        if calls["n"] == 2:  # the forward replay, then the backward graph's first replay
-            static[-1].add_(1.0)
-
-    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend(corrupt=corrupt_grads)):
-        torch.manual_seed(0)
-        layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
-        x = torch.randn(5, 3, 4)
-        ref = run_layer(layer, "eager", x, None)
-        with pytest.warns(UserWarning, match="gave gradients that differ"):
-            got = run_layer(layer, "graphs", x, None)
-        assert_grads_close(ref[2], got[2], "eager gradients after the fallback")
-
-
-def test_training_over_optimizer_steps_equals_eager(graphs):
-    """Five SGD steps (parameters updated in place, so the graphs read the new values), one batch
-    shape with a second forward before a backward in between (it runs eagerly), and a parameter whose
-    storage is replaced (captured again): the parameters end equal to eager training's."""
-    def train(impl):
-        torch.manual_seed(0)
-        layer = MultiChannelRNNLayer(4, 6, 3, cell="lstm", weight_space="gates")
-        set_impl(layer, impl)
-        opt = torch.optim.SGD(layer.parameters(), lr=0.5)
-        g = torch.Generator().manual_seed(1)
-        for i in range(5):
-            x = torch.randn(6, 3, 4, generator=g)
-            mask = padding(6, 3, "left")
-            opt.zero_grad()
-            loss = layer(x, None, mask)[0].pow(2).sum()
-            if i == 2:
-                loss = loss + layer(x * 2, None, mask)[0].pow(2).sum()  # same variant, pending backward
-            loss.backward()
-            opt.step()
-            if i == 3:
-                layer.bias_hh.data = layer.bias_hh.data.clone()
-        return {n: p.detach() for n, p in layer.named_parameters()}
-    eager, fast = train("eager"), train("graphs")
-    for n in eager:
-        assert_close(eager[n], fast[n], f"parameter {n} after training", rtol=1e-5)
-    st = fast_path.stats()
-    assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0, st
-
-
-def test_live_graphs_are_bounded(graphs, monkeypatch):
-    monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 2)
-    layer = TorchRNNLayer("gru", 4, 6)
-    for T in (2, 9, 17, 33):
-        x, mask = torch.randn(T, 3, 4), padding(T, 3, "holes")
-        set_impl(layer, "eager")
-        with torch.no_grad():
-            ref = layer(x, None, mask)[0]
-            set_impl(layer, "graphs")
-            assert_close(ref, layer(x, None, mask)[0], f"T={T}")
-    st = fast_path.stats()
-    assert st["graphs_captured"] == 4 and st["graphs_live"] == 2, st
-
-
 def test_option_parses_and_auto_resolves(tmp_path):
     """--rnn-impl is an option of every recurrent model (one shared dataclass field) and is set on
     every layer and decoder; auto is eager on CPU (the CPU path is unchanged); no parameter or buffer
@@ -541,58 +316,6 @@ def test_option_parses_and_auto_resolves(tmp_path):
     assert impls == {"compiled"} and kinds == {"MultiChannelRNNLayer", "RecurrentAttentionDecoder"}
     a, b = (m.state_dict() for m in models.values())
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-class _FakeCuda:
-    is_cuda = True
-
-
-# ------------------------------------------------------------------------------------------------
-# models: a tiny MC-RNN-2 translation model and a tiny parallel-cell LM
-# ------------------------------------------------------------------------------------------------
-TINY_S2S = ["--encoder-embed-dim", "6", "--encoder-hidden-size", "6", "--decoder-embed-dim", "6",
-            "--decoder-hidden-size", "6", "--attention-dim", "6", "--encoder-layers", "1", "--decoder-layers", "1",
-            "--dropout", "0"]
-
-
-def dictionary_dir(tmp_path, n=20):
-    d = Dictionary()
-    for i in range(n):
-        d.add_symbol(f"w{i}", n=n - i)
-    for name in ("dict.src.txt", "dict.tgt.txt", "dict.txt"):
-        d.save(str(tmp_path / name))
-    return str(tmp_path)
-
-
-def parse(data, task, arch, extra):
-    argv = [data, "--user-dir", USER_DIR, "--task", task, "--arch", arch, "--cpu", "--optimizer", "adam",
-            "--lr", "1e-3"]
-    if task == "translation":
-        argv += ["--source-lang", "src", "--target-lang", "tgt"]
-    return options.parse_args_and_arch(options.get_training_parser(), argv + extra)
-
-
-def build(data, task, arch, extra):
-    cfg = convert_namespace_to_omegaconf(parse(data, task, arch, extra))
-    t = tasks.setup_task(cfg.task)
-    torch.manual_seed(1)
-    return cfg, t.build_model(cfg.model), t
-
-
-def translation_batch(task, B=3, S=5, T=4, seed=0):
-    """Left-padded sources of lengths S, S-1, ... and right-padded targets, as fairseq batches."""
-    g = torch.Generator().manual_seed(seed)
-    d = task.target_dictionary
-    src = torch.full((B, S), d.pad())
-    tgt = torch.full((B, T), d.pad())
-    for b in range(B):
-        n, m = S - b, T - (b % 2)
-        src[b, S - n:] = torch.randint(d.nspecial, len(d), (n,), generator=g)
-        src[b, -1] = d.eos()
-        tgt[b, :m] = torch.randint(d.nspecial, len(d), (m,), generator=g)
-        tgt[b, m - 1] = d.eos()
-    prev = torch.cat([torch.full((B, 1), d.eos()), tgt[:, :-1]], 1)
-    return {"src_tokens": src, "src_lengths": (src != d.pad()).sum(1), "prev_output_tokens": prev}, tgt
 
 
 @pytest.fixture(scope="module")
@@ -748,77 +471,6 @@ def test_lm_incremental_step(tmp_path, impl, request):
             results[name] = (full, torch.stack(steps, 1))
             assert_close(full.index_select(0, order), results[name][1], f"{name}: incremental vs full")
     assert_close(results["eager"][1], results[impl][1], f"{impl} vs eager steps")
-
-
-GENCNN_TINY = ["--decoder-embed-dim", "6", "--alpha-length", "6", "--beta-length", "4", "--alpha-layers",
-               "(2,3,3),(2,2,2)", "--beta-layers", "(2,3,0),(1,3,0)", "--fc-dim", "8", "--dropout", "0",
-               "--tokens-per-sample", "32"]
-
-
-def test_gencnn_graphs_equal_eager(graphs, tmp_path):
-    """genCNN (no time loop; its body runs as one CUDA graph per (batch, length) bucket and its
-    generation step as one per batch bucket): a training step's logits and every gradient, and
-    step-by-step decoding (the βCNN recursion reached) == the eager full pass, with the length and
-    the batch padded (T 13 -> 16, B 3 -> 4); nothing synchronises with the host."""
-    data = dictionary_dir(tmp_path)
-    cfg, model, task = build(data, "language_modeling", "gencnn", GENCNN_TINY)
-    tokens = torch.randint(4, 20, (3, 13), generator=torch.Generator().manual_seed(0))
-    tokens[2, :3] = task.target_dictionary.pad()
-    results = {}
-    for impl in ("eager", "graphs"):
-        set_impl(model, impl)
-        model.train()
-        model.zero_grad(set_to_none=True)
-        logits = model(tokens)[0]
-        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
-        results[impl] = (logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-    assert_close(results["eager"][0], results["graphs"][0], "genCNN logits")
-    assert_grads_close(results["eager"][1], results["graphs"][1], "genCNN training step")
-    model.eval()
-    with torch.no_grad():
-        set_impl(model, "eager")
-        full = model.decoder(tokens)[0]
-        set_impl(model, "graphs")
-        state, steps = {}, []
-        for t in range(tokens.size(1)):
-            steps.append(model.decoder(tokens[:, : t + 1], incremental_state=state)[0][:, -1])
-    assert_close(full, torch.stack(steps, 1), "genCNN: captured steps vs the eager full pass")
-    st = fast_path.stats()
-    assert st["graphs_captured"] >= 3 and st["graph_fallbacks"] == 0 and st["compiles"] == 0, st
-
-
-DPN_TINY = ["--encoder-embed-dim", "8", "--decoder-embed-dim", "8", "--encoder-conv-dim", "8", "--decoder-conv-dim", "8",
-            "--encoder-conv-layers", "2", "--decoder-conv-layers", "2", "--encoder-san-layers", "1",
-            "--decoder-san-layers", "1", "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16",
-            "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--dropout", "0"]
-
-
-def test_dpn_graphs_equal_eager(graphs, tmp_path):
-    """DPN-S2S (no time loop; its training and validation forward runs as one CUDA graph per
-    (batch, source, target) bucket): logits and every gradient of a left-padded batch (source 5 ->
-    8, target 4 -> 8, batch 3 -> 4 with a copy of the first sentence) == eager, in training and in
-    evaluation; a second batch (2 sentences of 3 words) falls in the same buckets and replays both
-    graphs."""
-    data = dictionary_dir(tmp_path)
-    cfg, model, task = build(data, "translation", "dpn_s2s", DPN_TINY)
-    for net, _ in (translation_batch(task), translation_batch(task, B=2, S=3, T=3, seed=1)):
-        for train in (True, False):
-            results = {}
-            for impl in ("eager", "graphs"):
-                set_impl(model, impl)
-                model.train(train)
-                model.zero_grad(set_to_none=True)
-                with torch.set_grad_enabled(train):
-                    logits = model(**net)[0]
-                    if train:
-                        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
-                results[impl] = (logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
-                                                   if p.grad is not None})
-            assert_close(results["eager"][0], results["graphs"][0], f"DPN logits (train={train})")
-            if train:
-                assert_grads_close(results["eager"][1], results["graphs"][1], "DPN training step")
-    st = fast_path.stats()
-    assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0 and st["compiles"] == 0, st
 
 
 def test_fast_path_classes_are_the_recurrent_modules():

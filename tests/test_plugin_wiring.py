@@ -10,7 +10,7 @@ import fairseq_local
 from fairseq_local import patches
 
 PACKAGE = Path(fairseq_local.__file__).parent
-FOLDERS = ("data", "models", "tasks", "criterions", "optim", "patches")
+FOLDERS = ("data", "models", "modules", "tasks", "criterions", "optim", "patches")
 # (file, imported module): imports inside function bodies that remain
 DEFERRED = {
     ("hub.py", "fairseq_local.patches.interactive_input"),

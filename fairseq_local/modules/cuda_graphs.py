@@ -275,13 +275,14 @@ def reset():
     _STATS.update(graphs_captured=0, capture_s=0.0, graph_fallbacks=0, graphs_verified=0)
 
 
-def _tolerance(dtype) -> float:
-    return 3e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-3
+def _tolerance(dtype, low_precision: bool = False) -> float:
+    return 3e-2 if low_precision or dtype in (torch.float16, torch.bfloat16) else 1e-3
 
 
-def _mismatch(ref: Sequence, got: Sequence) -> Optional[str]:
+def _mismatch(ref: Sequence, got: Sequence, low_precision: bool = False) -> Optional[str]:
     """None if every tensor of ``got`` is within the dtype's tolerance of ``ref`` (relative to the
-    largest entry of the tensor), else a description of the worst one."""
+    largest entry of the tensor; half precision's under autocast, whatever the tensor's dtype), else
+    a description of the worst one."""
     for i, (a, b) in enumerate(zip(ref, got)):
         if not isinstance(a, Tensor) or not a.is_floating_point():
             if isinstance(a, Tensor) and not torch.equal(a, b):
@@ -292,7 +293,7 @@ def _mismatch(ref: Sequence, got: Sequence) -> Optional[str]:
         a, b = a.detach().double(), b.detach().double()
         err = (a - b).abs().max()
         scale = a.abs().max().clamp(min=1e-6)
-        if not bool(torch.isfinite(err)) or bool(err > _tolerance(ref[i].dtype) * scale):
+        if not bool(torch.isfinite(err)) or bool(err > _tolerance(ref[i].dtype, low_precision) * scale):
             return f"tensor {i}: max difference {float(err):.3g} at scale {float(scale):.3g}"
     return None
 
@@ -322,8 +323,16 @@ class _Variant:
         self.check: Optional[Tuple] = None  # the first backward's eager reference
         pool = impl.pool(private=train)
 
+        device = next(a.device for a in args if isinstance(a, Tensor))
+        autocast = self.autocast = torch.is_autocast_enabled(device.type)
+        dtype = torch.get_autocast_dtype(device.type) if autocast else None
+
         def forward():
-            with capturing():
+            # under autocast, without its cache of cast weights: a cached cast would be recorded into
+            # the graph and replayed after the optimizer has changed the weights
+            cast = (torch.autocast(device.type, dtype=dtype, cache_enabled=False) if autocast
+                    else contextlib.nullcontext())
+            with capturing(), cast:
                 out = run(*tree_unflatten(self.static_in, spec))
             self._live_out = out
             return out
@@ -420,7 +429,7 @@ def _check_backward(v: _Variant, grads, got):
     grad_out = [torch.zeros_like(v.static_out[i]) if grads[i] is None else grads[i] for i in v.diff_out]
     ref = torch.autograd.grad(outs, eager_in + v.params, grad_out, allow_unused=True)
     ref = [torch.zeros_like(x) if g is None else g for g, x in zip(ref, eager_in + v.params)]
-    bad = _mismatch(ref, got)
+    bad = _mismatch(ref, got, v.autocast)
     if bad is None:
         return got
     _discard(v)
@@ -506,7 +515,7 @@ def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train):
         else:
             with torch.no_grad(), capturing():
                 ref = tree_flatten(fn(*tree_unflatten(list(flat), spec)))[0]
-    bad = _mismatch(ref, outs)
+    bad = _mismatch(ref, outs, v.autocast)
     if bad is None:
         _STATS["graphs_verified"] += 1
         if train:

@@ -222,6 +222,13 @@ class CompileError(UserError, RuntimeError):
     """torch.compile failed on a step: one line with what to do (the CLIs print it, status 2)."""
 
 
+# allow_rnn: dynamo refuses to read the weights of an nn.LSTM/GRU/RNN otherwise; no automatic dynamic
+# shapes: only the axes _mark names vary (a second model with other hidden sizes compiles its own
+# static variant instead of making the hidden size symbolic)
+DYNAMO_CONFIG = {k: v for k, v in (("allow_rnn", True), ("automatic_dynamic_shapes", False))
+                 if hasattr(torch._dynamo.config, k)}
+
+
 def compiled_step(step: Callable) -> Callable:
     """``torch.compile(step)`` made once per step function (dynamo adds a variant per cell
     configuration, dtype, grad mode and train/eval, never per time or batch size: :func:`_mark`)."""
@@ -237,8 +244,7 @@ def compiled_step(step: Callable) -> Callable:
                 logger.info(f"--rnn-impl compiled: compiling {_name} (once per cell, dtype and grad mode; "
                             "tens of seconds on a CPU)")
             try:
-                # allow_rnn: dynamo refuses to read the weights of an nn.LSTM/GRU/RNN otherwise
-                with torch._dynamo.config.patch(**({"allow_rnn": True} if hasattr(torch._dynamo.config, "allow_rnn") else {})):
+                with torch._dynamo.config.patch(**DYNAMO_CONFIG):
                     out = _compiled(owner, carry, x, valid, consts)
                 if _STATS["compiles"] != before:  # this call traced and compiled the forward
                     _STATS["compile_fwd_s"] += time.perf_counter() - start

@@ -1,0 +1,294 @@
+"""The CUDA-graph side of the fast path (fairseq_local/modules/cuda_graphs.py), on CPU.
+
+CI has no GPU, so ``cuda_graphs.ReplayBackend`` stands in for the graphs (the ``graphs`` fixture):
+it records each "capture" under ``NoHostSync``, which fails on any host synchronisation, and
+"replays" into the same static buffers.  Checked here: padding to buckets and the variants it
+makes; ``auto`` captures and never compiles; the first-call check that falls back to eager with one
+warning (a replay or a gradient that differs), a capture that fails, a second forward before a
+backward, parameters whose storage is replaced, training over optimizer steps, autocast, the bound
+on live graphs; and genCNN's and DPN-S2S's whole-model graphs == eager.  The real CUDA graphs are
+checked on a GPU by ``scripts/gpu/check_install.py --fast-path``.
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from fairseq_local.modules import cuda_graphs, fast_path
+from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
+from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
+from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
+from fast_path_lib import (  # noqa: F401  (graphs and _single_thread are fixtures)
+    TINY_S2S,
+    _FakeCuda,
+    _single_thread,
+    assert_close,
+    assert_grads_close,
+    build,
+    dictionary_dir,
+    graphs,
+    padding,
+    run_layer,
+    set_impl,
+    translation_batch,
+)
+
+
+def test_buckets():
+    assert [fast_path.length_bucket(t) for t in (1, 2, 8, 9, 33, 64, 65, 130)] == [1, 8, 8, 16, 64, 64, 128, 192]
+    assert [fast_path.batch_bucket(b) for b in (1, 4, 5, 7, 9, 13, 100, 160)] == [4, 4, 6, 8, 12, 16, 128, 192]
+
+
+def test_graph_variants_are_the_padded_shapes(graphs):
+    """(T, B) pairs in the same (time, batch) buckets replay one graph: T 3, 5, 8 pad to 8 and B 3,
+    4 to 4; T 1 is its own bucket and B 5 is bucket 6.  Each call equals eager (state included)."""
+    torch.manual_seed(0)
+    layer = ParallelCellRNNLayer(3, 4, wide=2, cell="gru")
+    with torch.no_grad():
+        for T, B in ((3, 3), (5, 4), (8, 3), (1, 3), (1, 5)):
+            x, state = torch.randn(T, B, 3), (torch.randn(B, 4),)
+            mask = padding(T, B, "left") if T > 1 else None
+            set_impl(layer, "eager")
+            out_e, st_e = layer(x, state, mask)
+            set_impl(layer, "graphs")
+            out_g, st_g = layer(x, state, mask)
+            assert_close(out_e, out_g, f"T={T} B={B}: output")
+            assert_close(st_e[0], st_g[0], f"T={T} B={B}: state")
+    st = fast_path.stats()
+    assert st["graphs_captured"] == 3 and st["graphs_live"] == 3, st
+
+
+def test_auto_captures_and_never_compiles(graphs, monkeypatch, tmp_path):
+    """``auto`` on a CUDA tensor (mocked) captures the eager loop; it never calls the compiler: a
+    training step of a small model under ``auto`` (the stand-in backend) compiles nothing."""
+    assert fast_path.execution("auto", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
+    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=True)
+    assert fast_path.execution("eager", _FakeCuda()) == fast_path.EAGER
+    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("auto called the compiler"))
+    data = dictionary_dir(tmp_path)
+    cfg, model, task = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S)
+    net, tgt = translation_batch(task)
+    model.train()
+    model(**net)[0].sum().backward()
+    st = fast_path.stats()
+    assert st["graphs_captured"] >= 2 and st["compiles"] == 0 and st["graph_fallbacks"] == 0, st
+
+
+# ------------------------------------------------------------------------------------------------
+# the graph machinery
+# ------------------------------------------------------------------------------------------------
+
+
+def test_no_host_sync_mode_names_every_synchronisation():
+    x = torch.randn(4)
+    for what, fn in (("_local_scalar_dense", lambda: x.sum().item()), ("_local_scalar_dense", lambda: bool(x.sum() > 0)),
+                     ("nonzero", lambda: x.nonzero()), ("nonzero", lambda: x[x > 0])):
+        with pytest.raises(cuda_graphs.HostSyncError, match=what), cuda_graphs.NoHostSync():
+            fn()
+    with cuda_graphs.NoHostSync():  # masked arithmetic stays on the device
+        torch.where(x > 0, x, -x).masked_fill(x < 0, 0).index_select(0, torch.tensor([1, 2]))
+
+
+class SyncingLayer(fast_path.FastPathMixin, nn.Module):
+    """A layer whose step reads a value on the host (not capturable)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return fast_path.scan(self, "_step", (x.new_zeros(x.size(1), 3),), (x,), None)
+
+    def _step(self, carry, x, valid, consts):
+        h = carry[0] * 0.5 + x[0] * self.w
+        if float(h.sum()) > 1e9:
+            h = h * 0
+        return (h,), (h,)
+
+
+def test_a_capture_that_fails_warns_once_and_runs_eagerly(graphs):
+    layer = SyncingLayer()
+    x = torch.randn(5, 2, 3)
+    with pytest.warns(UserWarning, match=r"SyncingLayer\._step could not be captured \(HostSyncError"):
+        (out,), _ = layer(x)
+    set_impl(layer, "eager")
+    (ref,), _ = layer(x)
+    assert torch.equal(out, ref)
+    set_impl(layer, "auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer(x)  # no second warning
+    assert fast_path.stats()["graph_fallbacks"] == 1
+
+
+def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
+    """A graph whose replay is wrong (the stand-in backend corrupts its outputs) is caught at its
+    first call: one warning, the eager result, and eager from then on."""
+    def corrupt(static):
+        static[0].add_(1.0)
+
+    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend(corrupt=corrupt)):
+        torch.manual_seed(0)
+        layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
+        x = torch.randn(5, 3, 4)
+        with pytest.warns(UserWarning, match="MultiChannelRNNLayer._step gave outputs that differ"):
+            out = run_layer(layer, "graphs", x, None)
+        ref = run_layer(layer, "eager", x, None)
+        assert torch.equal(out[0], ref[0]) and assert_grads_close(ref[2], out[2], "fallback") is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            again = run_layer(layer, "graphs", x, None)
+        assert torch.equal(again[0], ref[0]) and fast_path.stats()["graph_fallbacks"] == 1
+
+
+def test_a_backward_that_differs_from_eager_falls_back():
+    """The first backward of a training variant is compared with eager autograd too."""
+    calls = {"n": 0}
+
+    def corrupt_grads(static):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the forward replay, then the backward graph's first replay
+            static[-1].add_(1.0)
+
+    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend(corrupt=corrupt_grads)):
+        torch.manual_seed(0)
+        layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
+        x = torch.randn(5, 3, 4)
+        ref = run_layer(layer, "eager", x, None)
+        with pytest.warns(UserWarning, match="gave gradients that differ"):
+            got = run_layer(layer, "graphs", x, None)
+        assert_grads_close(ref[2], got[2], "eager gradients after the fallback")
+
+
+def test_training_over_optimizer_steps_equals_eager(graphs):
+    """Five SGD steps (parameters updated in place, so the graphs read the new values), one batch
+    shape with a second forward before a backward in between (it runs eagerly), and a parameter whose
+    storage is replaced (captured again): the parameters end equal to eager training's."""
+    def train(impl):
+        torch.manual_seed(0)
+        layer = MultiChannelRNNLayer(4, 6, 3, cell="lstm", weight_space="gates")
+        set_impl(layer, impl)
+        opt = torch.optim.SGD(layer.parameters(), lr=0.5)
+        g = torch.Generator().manual_seed(1)
+        for i in range(5):
+            x = torch.randn(6, 3, 4, generator=g)
+            mask = padding(6, 3, "left")
+            opt.zero_grad()
+            loss = layer(x, None, mask)[0].pow(2).sum()
+            if i == 2:
+                loss = loss + layer(x * 2, None, mask)[0].pow(2).sum()  # same variant, pending backward
+            loss.backward()
+            opt.step()
+            if i == 3:
+                layer.bias_hh.data = layer.bias_hh.data.clone()
+        return {n: p.detach() for n, p in layer.named_parameters()}
+    eager, fast = train("eager"), train("graphs")
+    for n in eager:
+        assert_close(eager[n], fast[n], f"parameter {n} after training", rtol=1e-5)
+    st = fast_path.stats()
+    assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0, st
+
+
+def test_graphs_under_autocast(graphs):
+    """Under bf16 autocast (captured without autocast's cache of cast weights, which a graph would
+    otherwise replay after the weights changed) the captured loop equals eager's in bf16, and the
+    same shapes without autocast are another variant."""
+    torch.manual_seed(0)
+    layer = MultiChannelRNNLayer(4, 6, 3, cell="lstm", weight_space="gates")
+    x, mask = torch.randn(6, 3, 4), padding(6, 3, "left")
+    fp32 = run_layer(layer, "eager", x, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        eager = run_layer(layer, "eager", x, mask)
+        fast = run_layer(layer, "graphs", x, mask)
+    assert (eager[0] - fp32[0]).abs().max() > 1e-4  # the step ran in bf16
+    assert_close(eager[0].float(), fast[0].float(), "bf16 output", rtol=1e-2)
+    assert_grads_close(eager[2], fast[2], "bf16 training step", rtol=1e-2)
+    run_layer(layer, "graphs", x, mask)  # fp32
+    st = fast_path.stats()
+    assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0, st
+
+
+def test_live_graphs_are_bounded(graphs, monkeypatch):
+    monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 2)
+    layer = TorchRNNLayer("gru", 4, 6)
+    for T in (2, 9, 17, 33):
+        x, mask = torch.randn(T, 3, 4), padding(T, 3, "holes")
+        set_impl(layer, "eager")
+        with torch.no_grad():
+            ref = layer(x, None, mask)[0]
+            set_impl(layer, "graphs")
+            assert_close(ref, layer(x, None, mask)[0], f"T={T}")
+    st = fast_path.stats()
+    assert st["graphs_captured"] == 4 and st["graphs_live"] == 2, st
+
+
+GENCNN_TINY = ["--decoder-embed-dim", "6", "--alpha-length", "6", "--beta-length", "4", "--alpha-layers",
+               "(2,3,3),(2,2,2)", "--beta-layers", "(2,3,0),(1,3,0)", "--fc-dim", "8", "--dropout", "0",
+               "--tokens-per-sample", "32"]
+
+
+def test_gencnn_graphs_equal_eager(graphs, tmp_path):
+    """genCNN (no time loop; its body runs as one CUDA graph per (batch, length) bucket and its
+    generation step as one per batch bucket): a training step's logits and every gradient, and
+    step-by-step decoding (the βCNN recursion reached) == the eager full pass, with the length and
+    the batch padded (T 13 -> 16, B 3 -> 4); nothing synchronises with the host."""
+    data = dictionary_dir(tmp_path)
+    cfg, model, task = build(data, "language_modeling", "gencnn", GENCNN_TINY)
+    tokens = torch.randint(4, 20, (3, 13), generator=torch.Generator().manual_seed(0))
+    tokens[2, :3] = task.target_dictionary.pad()
+    results = {}
+    for impl in ("eager", "graphs"):
+        set_impl(model, impl)
+        model.train()
+        model.zero_grad(set_to_none=True)
+        logits = model(tokens)[0]
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        results[impl] = (logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert_close(results["eager"][0], results["graphs"][0], "genCNN logits")
+    assert_grads_close(results["eager"][1], results["graphs"][1], "genCNN training step")
+    model.eval()
+    with torch.no_grad():
+        set_impl(model, "eager")
+        full = model.decoder(tokens)[0]
+        set_impl(model, "graphs")
+        state, steps = {}, []
+        for t in range(tokens.size(1)):
+            steps.append(model.decoder(tokens[:, : t + 1], incremental_state=state)[0][:, -1])
+    assert_close(full, torch.stack(steps, 1), "genCNN: captured steps vs the eager full pass")
+    st = fast_path.stats()
+    assert st["graphs_captured"] >= 3 and st["graph_fallbacks"] == 0 and st["compiles"] == 0, st
+
+
+DPN_TINY = ["--encoder-embed-dim", "8", "--decoder-embed-dim", "8", "--encoder-conv-dim", "8", "--decoder-conv-dim", "8",
+            "--encoder-conv-layers", "2", "--decoder-conv-layers", "2", "--encoder-san-layers", "1",
+            "--decoder-san-layers", "1", "--encoder-ffn-embed-dim", "16", "--decoder-ffn-embed-dim", "16",
+            "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--dropout", "0"]
+
+
+def test_dpn_graphs_equal_eager(graphs, tmp_path):
+    """DPN-S2S (no time loop; its training and validation forward runs as one CUDA graph per
+    (batch, source, target) bucket): logits and every gradient of a left-padded batch (source 5 ->
+    8, target 4 -> 8, batch 3 -> 4 with a copy of the first sentence) == eager, in training and in
+    evaluation; a second batch (2 sentences of 3 words) falls in the same buckets and replays both
+    graphs."""
+    data = dictionary_dir(tmp_path)
+    cfg, model, task = build(data, "translation", "dpn_s2s", DPN_TINY)
+    for net, _ in (translation_batch(task), translation_batch(task, B=2, S=3, T=3, seed=1)):
+        for train in (True, False):
+            results = {}
+            for impl in ("eager", "graphs"):
+                set_impl(model, impl)
+                model.train(train)
+                model.zero_grad(set_to_none=True)
+                with torch.set_grad_enabled(train):
+                    logits = model(**net)[0]
+                    if train:
+                        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+                results[impl] = (logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                                                   if p.grad is not None})
+            assert_close(results["eager"][0], results["graphs"][0], f"DPN logits (train={train})")
+            if train:
+                assert_grads_close(results["eager"][1], results["graphs"][1], "DPN training step")
+    st = fast_path.stats()
+    assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0 and st["compiles"] == 0, st
