@@ -367,6 +367,41 @@ def test_every_number_in_a_verdict_summary_is_in_the_committed_json():
                     "which no committed figure gives"
 
 
+def test_every_statistic_quoted_in_prose_is_in_the_committed_json():
+    """No sentence can outlive its numbers: every p-value, interval, t, gap and score that a verdict
+    (its analysis and "To settle it" too) or a family page's Results section quotes is a figure of
+    that kind in the family's committed files (the convention: fairseq_local_repro.quoted_figures)."""
+    from fairseq_local_repro import quoted_figures
+
+    stale = []
+    for folder in sorted(p.parent for p in RESULTS.glob("*/comparison.json")):
+        figures = quoted_figures.committed_figures(folder)
+        texts = quoted_figures.checked_texts(folder)
+        assert f"docs/{folder.name}.md" in texts, folder.name  # every family page has its Results section
+        for name, text in texts.items():
+            stale += [f"{name}: {kind} {shown} (…{' '.join(text[max(0, at - 60):at + 30].split())}…)"
+                      for kind, shown, at in quoted_figures.stale_figures(text, figures)]
+    assert not stale, "figures no committed file gives:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("old,new,kind,shown", [
+    ("Holm p\n1.000)", "Holm p\n0.93)", "p", "0.93"),  # DWL − jieba's Holm value at an earlier stage
+    ("(−0.81 to +1.97", "(−1.47 to +2.65", "interval", "−1.47 to +2.65"),  # its interval over four seeds
+    ("(+0.18 to +2.59, Holm 0.23)", "(+0.18 to +2.59, Holm 0.27)", "p", "0.27"),
+    ("by 0.58 BLEU", "by 0.57 BLEU", "score", "0.57"),
+    ("SWL vs jieba +1.38", "SWL vs jieba +1.36", "gap", "+1.36"),
+])
+def test_the_prose_check_fails_on_a_planted_stale_figure(old, new, kind, shown):
+    from fairseq_local_repro import quoted_figures
+
+    folder = RESULTS / "lattice"
+    text = quoted_figures.checked_texts(folder)["lattice/verdict.md"]
+    figures = quoted_figures.committed_figures(folder)
+    assert old in text and quoted_figures.stale_figures(text, figures) == []
+    bad = quoted_figures.stale_figures(text.replace(old, new, 1), figures)
+    assert [(k, s) for k, s, _ in bad] == [(kind, shown)], bad
+
+
 def test_the_claims_table_says_for_every_claim_whether_the_papers_effect_is_excluded():
     page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     rows = page.split("| claim | paper | ours (95% interval) | verdict |\n|---|---|---|---|\n")[1].split("\n\n")[0]
