@@ -13,7 +13,8 @@
 #                    the reference of detokenized BLEU: score.sh --hyp DIR/hyp.txt --ref DIR/ref.txt
 #   DIR/generate-SUBSET.txt  fairseq-generate's log
 # Every sentence of the split must get a hypothesis: when fairseq-generate returns fewer (e.g.
-# --skip-invalid-size-inputs-valid-test skipped some) it fails and DIR is left as it was; so does a
+# --skip-invalid-size-inputs-valid-test skipped sentences longer than the model's positions: the
+# error says which and how to raise the limits) it fails and DIR is left as it was; so does a
 # --ref whose line count is not the split's.
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
 set -euo pipefail
@@ -85,10 +86,23 @@ fi
 tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 say "generating $subset ($n_split sentences) with beam $beam into $out"
-fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --gen-subset "$subset" \
+# fairseq-generate's stderr is shown and kept: the cause of sentences it skipped is only there
+mkdir -p "$tmp"
+{ fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --gen-subset "$subset" \
   --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" "${rm_bpe[@]}" --results-path "$tmp" \
-  "${cpu[@]}" "${extra[@]}"
+  "${cpu[@]}" "${extra[@]}" 2>&1 1>&3 | tee "$tmp/stderr" >&2; } 3>&1
 # one line per sentence id 0..n_split-1, or a one-line error when generation lost sentences
+skipped=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) samples have invalid sizes and will be skipped, max_positions=\(.*\), first few sample ids=\[\([0-9, ]*\)\].*/\1|\2|\3/p' "$tmp/stderr" | tail -1)
+if [ -n "$skipped" ]; then
+  IFS='|' read -r n_skip maxpos ids <<<"$skipped"
+  [ "$n_skip" -le 10 ] || ids="$ids, ..."
+  die "$n_skip of the $n_split sentences of subset '$subset' (ids $ids) are longer than the model's \
+positions (max_positions=$maxpos: --max-source-positions / --max-target-positions, source and target tokens) and \
+were skipped by --skip-invalid-size-inputs-valid-test: BLEU needs every sentence; drop that option and, for a model \
+without position embeddings (the RNN, lattice and genCNN models), raise the limits after --: \
+--max-source-positions N --max-target-positions N --model-overrides \"{'max_source_positions': N, \
+'max_target_positions': N}\"; otherwise shorten or split those sentences"
+fi
 gen_text "$tmp/generate-$subset.txt" H "$tmp/hyp.tok" --expect "$n_split"
 gen_text "$tmp/generate-$subset.txt" T "$tmp/ref.tok" --expect "$n_split"
 post() { if [ "$detok" = moses ]; then sacremoses -l "$lang" detokenize; else cat; fi; }

@@ -205,3 +205,57 @@ def test_hub_separate_bpe_takes_the_source_languages(tmp_path):
     assert data_bpe(str(tmp_path), {}, task).encode("th ab") == "th a@@ b"
     task.cfg.source_lang = "en"
     assert data_bpe(str(tmp_path), {}, task).encode("th ab") == "t@@ h ab"
+
+
+# ------------------------------------------------------------------------------------------------
+# test sentences longer than the model's positions: the cause and the fix, not "lost sentences"
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def short_model(tmp_path_factory):
+    """A tiny lstm whose positions (7 tokens) are shorter than some test sentences (up to 10)."""
+    from contract_lib import make_translation_data
+    from test_bad_inputs import TINY_LSTM
+
+    tmp = tmp_path_factory.mktemp("short")
+    data, task_args = make_translation_data(tmp, n_train=24, n_valid=12)
+    code, err = run(console_script("fairseq-train"), data, "--user-dir", REPO / "fairseq_local", *TINY_LSTM,
+                    *task_args, "--optimizer", "adam", "--lr", "0.01", "--max-update", "1", "--cpu",
+                    "--max-tokens", "500", "--save-dir", tmp / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
+                    "--max-source-positions", "7", "--max-target-positions", "7",
+                    "--skip-invalid-size-inputs-valid-test")
+    assert code == 0, err[-2000:]
+    for side in ("src", "tgt"):
+        lengths = [len(line.split()) + 1 for line in (tmp / "raw" / f"test.{side}").read_text().splitlines()]
+        assert len(lengths) == 12 and max(lengths) > 7 >= min(lengths)  # some too long, not all
+    return data, tmp / "ck" / "checkpoint_best.pt", task_args
+
+
+def _generate(short_model, out, *extra):
+    data, ckpt, _ = short_model
+    return run("bash", REPO / "scripts" / "generate.sh", "--data", data, "--path", ckpt, "--out", out,
+               "--beam", "2", "--", *extra)
+
+
+def test_generate_sh_skipped_long_sentences_name_cause_and_fix(short_model, tmp_path):
+    code, err = _generate(short_model, tmp_path / "out", "--skip-invalid-size-inputs-valid-test")
+    line = assert_one_line(code, err, "generate.sh: error: ", "of the 12 sentences of subset 'test' (ids ",
+                           "are longer than the model's positions (max_positions=(7, 7): --max-source-positions / "
+                           "--max-target-positions", "skipped by --skip-invalid-size-inputs-valid-test",
+                           "--model-overrides", leftovers=[tmp_path / "out"])
+    assert "lost or added" not in line
+    assert not list(tmp_path.glob("out.tmp*"))
+
+
+def test_generate_sh_long_sentence_without_skip_is_one_line(short_model, tmp_path):
+    code, err = _generate(short_model, tmp_path / "out")
+    assert_one_line(code, err, "fairseq-generate: error: Size of sample #", "since max_positions=(7, 7)",
+                    "--max-source-positions / --max-target-positions", "--model-overrides",
+                    leftovers=[tmp_path / "out"])
+
+
+def test_generate_sh_the_fix_it_names_works(short_model, tmp_path):
+    """The limits raised as the error says: every sentence gets its hypothesis."""
+    code, err = _generate(short_model, tmp_path / "out", "--max-source-positions", "64", "--max-target-positions",
+                          "64", "--model-overrides", "{'max_source_positions': 64, 'max_target_positions': 64}")
+    assert code == 0, err[-2000:]
+    assert len((tmp_path / "out" / "hyp.txt").read_text(encoding="utf-8").splitlines()) == 12

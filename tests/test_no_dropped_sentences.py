@@ -163,7 +163,8 @@ def test_generate_sh_fails_when_sentences_are_missing(translation, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert f"for {N} sentences" in last and "generation lost or added sentences" in last, proc.stderr[-2000:]
+    assert f"of the {N} sentences of subset 'test'" in last and "longer than the model's positions" in last \
+        and "--skip-invalid-size-inputs-valid-test" in last, proc.stderr[-2000:]
     assert (out / "hyp.txt").read_text() == "earlier run\n" and sorted(p.name for p in out.iterdir()) == ["hyp.txt"]
     assert not list(tmp_path.glob("gen.tmp.*"))
 

@@ -109,7 +109,17 @@ def _install_filter():
 
     @functools.wraps(filter_by_size)
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        kept = filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        try:
+            kept = filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as e:  # fairseq's bare Exception for a sentence longer than the model's positions
+            if not str(e).startswith("Size of sample #"):
+                raise
+            raise ConfigError(f"{str(e).split(', skip this')[0]} (source and target tokens; --max-source-positions "
+                              "/ --max-target-positions): for a model without position embeddings (the RNN, "
+                              "lattice and genCNN models) raise them: --max-source-positions N "
+                              "--max-target-positions N (fairseq-generate: also --model-overrides "
+                              "\"{'max_source_positions': N, 'max_target_positions': N}\"); otherwise shorten or split that sentence "
+                              "(--skip-invalid-size-inputs-valid-test leaves it out)") from None
         if len(indices) == 0 or len(kept) > 0:
             return kept
         max_tokens = getattr(dataset, _MAX_TOKENS, None)
