@@ -199,7 +199,8 @@ rm -f "$work"/bpe/*.raw.*
 # fairseq's log names the folder it wrote, DIR.tmp.PID: name DIR, where everything will be; and a
 # warning for each split with more than 1% <unk>
 python - "$work" "$dest" <<'PY'
-import os, re, sys
+import os, sys
+from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 work, dest = sys.argv[1], sys.argv[2]
 log = os.path.join(work, "preprocess.log")
 with open(log, encoding="utf-8") as f:
@@ -207,14 +208,12 @@ with open(log, encoding="utf-8") as f:
 with open(log + ".tmp", "w", encoding="utf-8") as f:
     f.write(text)
 os.replace(log + ".tmp", log)
-for lang, path, sents, toks, pct, unk in re.findall(
-        r"\[(\S+)\] (\S+): (\d+) sents, (\d+) tokens, (\S+)% replaced \(by (\S+)\)", text):
-    if float(pct) > 1.0:
-        split = os.path.basename(path).split(".")[0]
-        side = "" if lang == "None" else f" ({lang})"
-        print(f"preprocess.sh: warning: {split}{side}: {float(pct):.1f}% of its {toks} tokens are {unk}, words or BPE "
-              "pieces not in the dictionary (more than 1%: check --nwords, --bpe-size, or the split's language "
-              "and script)", file=sys.stderr)
+for lang, path, toks, pct, unk in log_rates(text):
+    split = os.path.basename(path).split(".")[0]
+    line = unk_warning("preprocess.sh", split if lang is None else f"{split} ({lang})", pct, toks,
+                       "check --nwords, --bpe-size, or the split's language and script", unk)
+    if line:
+        print(line, file=sys.stderr)
 PY
 if [ -e "$dest" ]; then rm -rf "$dest.old.$$"; mv "$dest" "$dest.old.$$"; fi
 mv "$work" "$dest"; rm -rf "$dest.old.$$"

@@ -11,9 +11,12 @@ source dictionary counts the words of lattice edges (each edge once per sentence
 target side is binarized by fairseq-preprocess's own code.  Everything is written to a temporary
 directory and moved into ``--destdir`` only when complete.  Malformed lattices, input that is not
 UTF-8, an empty training file and different line counts between source and target are one-line
-errors naming file and line.
+errors naming file and line; a split with more than 1% of its source edges or target words replaced
+by <unk> gets one warning line (use a larger vocabulary).
 """
 import argparse
+import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -63,6 +66,31 @@ def parse_args(argv=None):
     return args
 
 
+UNK_FIX_SRC = ("a larger vocabulary: a lower --thresholdsrc or a larger --nwordssrc, or the character "
+               "chains (--segmenters char), whose vocabulary is the characters")
+UNK_FIX_TGT = "a larger vocabulary: a lower --thresholdtgt or a larger --nwordstgt"
+
+
+@contextlib.contextmanager
+def _summaries():
+    """The messages fairseq-preprocess logs meanwhile (its per-split summaries)."""
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    log = logging.getLogger("fairseq_cli.preprocess")
+    handler, level = Keep(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 def _splits(args):
     out = []
     if args.trainpref:
@@ -109,6 +137,7 @@ def main(argv=None):
 
     from fairseq_local.data.lattice import LatticeError, read_lattices
     from fairseq_local_repro.text.text_input import has_text
+    from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
@@ -165,12 +194,23 @@ def main(argv=None):
                     else fp._build_dictionary([fp._train_path(tgt, args.trainpref)], task=task, args=args, tgt=True))
         src_dict.save(os.path.join(tmp, f"dict.{src}.txt"))
         tgt_dict.save(os.path.join(tmp, f"dict.{tgt}.txt"))
-        fp._make_all(tgt, tgt_dict, args)  # exactly fairseq-preprocess's target side
+        with _summaries() as target_log:
+            fp._make_all(tgt, tgt_dict, args)  # exactly fairseq-preprocess's target side
+        warnings = []
         for split, pref in splits:
             unk, edges = write_lattices(lattices[split], src_dict, fp.dataset_dest_prefix(args, split, src),
                                         args.dataset_impl)
+            pct = 100.0 * unk / max(edges, 1)
             print(f"[{src}] {pref}.{src}: {len(lattices[split])} lattices, {edges} edges, "
-                  f"{100.0 * unk / max(edges, 1):.2f}% edges replaced by {src_dict.unk_word}", file=sys.stderr)
+                  f"{pct:.2f}% edges replaced by {src_dict.unk_word}", file=sys.stderr)
+            warnings.append(unk_warning("preprocess_lattices.py", f"{split} ({src})", pct, edges, UNK_FIX_SRC,
+                                        src_dict.unk_word, unit="lattice edges", what="words"))
+        split_of = {f"{pref}.{tgt}": split for split, pref in splits}
+        for _, path, toks, pct, unk_word in log_rates("\n".join(target_log)):
+            warnings.append(unk_warning("preprocess_lattices.py", f"{split_of.get(path, path)} ({tgt})", pct, toks,
+                                        UNK_FIX_TGT, unk_word, what="words"))
+        for line in filter(None, warnings):
+            print(line, file=sys.stderr)
         moving = sorted(os.listdir(tmp))
         for name in moving:
             os.replace(os.path.join(tmp, name), os.path.join(destdir, name))

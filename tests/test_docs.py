@@ -38,13 +38,12 @@ RESOURCES: Dict[str, tuple] = {
     "data-bin/de-en": (("raw/de-en",), BPE_DATA),
     "data-bin/lm": (("raw/lm",), "bash scripts/preprocess.sh --lm --train raw/lm/train.txt --valid raw/lm/valid.txt "
                                  "--test raw/lm/test.txt --destdir data-bin/lm --bpe none --workers 1"),
-    "data-bin/lat": (("raw/zh-en",),  # one segmenting process for the three splits (loading them dominates)
-                     "mkdir -p lat && cat raw/zh-en/{train,valid,test}.zh > lat/all.raw && "
+    "data-bin/lat": (("raw/zh-en",),  # one segmenting process for both splits (loading them dominates)
+                     "mkdir -p lat && cat raw/zh-en/{train,valid}.zh > lat/all.raw && "
                      "python scripts/build_lattices.py --input lat/all.raw --output lat/all.zh "
                      "--segmenters jieba,thulac,snownlp && "
-                     f"head -n {N_TRAIN} lat/all.zh > lat/train.zh && "
-                     f"sed -n '{N_TRAIN + 1},{N_TRAIN + N_VALID}p' lat/all.zh > lat/valid.zh && "
-                     f"tail -n {N_VALID} lat/all.zh > lat/test.zh && cp raw/zh-en/*.en lat/ && "
+                     f"head -n {N_TRAIN} lat/all.zh > lat/train.zh && tail -n {N_VALID} lat/all.zh > lat/valid.zh && "
+                     "cp raw/zh-en/*.en lat/ && cp lat/valid.zh lat/test.zh && cp lat/valid.en lat/test.en && "
                      "python scripts/preprocess_lattices.py --source-lang zh --target-lang en --trainpref lat/train "
                      "--validpref lat/valid --testpref lat/test --destdir data-bin/lat --workers 1"),
     "checkpoints/mc_rnn": (("data-bin/de-en",), f"fairseq-train data-bin/de-en --user-dir fairseq_local "
@@ -118,7 +117,8 @@ def _write_lines(path: Path, lines):
 
 
 def _raw(shared: Path, name: str, dest: Path):
-    """Tiny raw corpora cut from shared/data: the first N_TRAIN lines train, the next valid, test."""
+    """Tiny raw corpora cut from shared/data: the first N_TRAIN lines train, the next valid, test
+    (raw/zh-en has the shared Tatoeba corpus's layout: train and valid, no test)."""
     def lines(path):
         with open(path, encoding="utf-8") as f:
             return [line.strip() for line in f if line.strip()][:N_TRAIN + 2 * N_VALID]
@@ -130,6 +130,8 @@ def _raw(shared: Path, name: str, dest: Path):
             _write_lines(dest / f"{split}.txt", text[a:a + n])
         return
     corpus, langs = {"raw/de-en": ("multi30k-de-en", ("de", "en")), "raw/zh-en": ("tatoeba-zh-en", ("zh", "en"))}[name]
+    if name == "raw/zh-en":
+        splits = splits[:2]
     for lang in langs:
         text = lines(shared / corpus / f"train.{lang}")
         for split, a, n in splits:

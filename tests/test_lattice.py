@@ -187,6 +187,46 @@ def test_preprocess_malformed_lattice_names_line(tmp_path, capsys):
     assert not (tmp_path / "bin").exists() or not any((tmp_path / "bin").iterdir())
 
 
+def _warnings(err):
+    return [l for l in err.splitlines() if l.startswith("preprocess_lattices.py: warning:")]
+
+
+def test_preprocess_warns_per_split_on_a_high_unk_rate(tmp_path, capsys):
+    """One warning line per split and side over 1% <unk>, with the rate of the summary line and
+    what to do; none when every word is in the dictionaries."""
+    _write_corpus(tmp_path)
+    assert _preprocess(tmp_path, tmp_path / "bin") == 0
+    assert _warnings(capsys.readouterr().err) == []  # valid = train: no <unk>
+    chain = Lattice.chain(["我们", "的", "法庭"]).to_line()  # 法庭 (and 法/庭's edges) unseen in training
+    (tmp_path / "valid.zh").write_text(chain + "\n", encoding="utf-8")
+    (tmp_path / "valid.en").write_text("our court\n", encoding="utf-8")
+    assert _preprocess(tmp_path, tmp_path / "bin2") == 0
+    err = capsys.readouterr().err
+    pct = float(re.search(r"valid\.zh: 1 lattices, 3 edges, (\S+)% edges replaced", err).group(1))
+    assert pct == pytest.approx(100 / 3, abs=0.01)
+    zh, en = _warnings(err)
+    assert zh.startswith("preprocess_lattices.py: warning: valid (zh): 33.3% of its 3 lattice edges are <unk>")
+    assert "a larger vocabulary" in zh and "--thresholdsrc" in zh and "--nwordssrc" in zh
+    assert en.startswith("preprocess_lattices.py: warning: valid (en): 33.3% of its 3 tokens are <unk>")
+    assert "--thresholdtgt" in en and "--nwordstgt" in en
+
+
+def test_preprocess_unk_warning_names_the_training_split(tmp_path, capsys):
+    """--thresholdsrc 2 maps every word seen once to <unk>: the training split's source side is
+    named (the target side, threshold 0, is not); a rate of exactly 1% or less is no warning."""
+    from fairseq_local_repro.text.unk_rate import unk_warning
+
+    _write_corpus(tmp_path)
+    assert _script("preprocess_lattices").main([
+        "--source-lang", "zh", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
+        "--destdir", str(tmp_path / "bin"), "--workers", "1", "--thresholdsrc", "2"]) == 0
+    lines = _warnings(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("preprocess_lattices.py: warning: train (zh): 100.0% of its 17 lattice edges")
+    assert unk_warning("p", "valid", 1.0, 100, "fix") is None and unk_warning("p", "valid", float("nan"), 0, "x") is None
+    assert unk_warning("p", "test", 1.05, 2000, "fix") == ("p: warning: test: 1.1% of its 2000 tokens are <unk>, "
+                                                          "words or BPE pieces not in the dictionary (more than 1%: fix)")
+
+
 def test_task_interactive_builds_lattices_on_the_fly(tmp_path):
     from fairseq import tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -586,6 +586,44 @@ def _tiny_corpus(src, dst, langs, n_train, n_valid):
         (dst / f"valid.{lang}").write_text("\n".join(lines(src / f"valid.{lang}")[:n_valid]) + "\n", encoding="utf-8")
 
 
+EXPECT_LATTICE = ("== expect about 0-2 BLEU here: {minutes} minutes of CPU per system is far from trained. The lattice "
+                  "page's ~30 BLEU comes from training each system to early stopping: python scripts/reproduce.py "
+                  "lattice --scale cpu (about 20 minutes of training per system and seed on CPU, over an hour for its "
+                  "four systems; docs/lattice.md, Results)")
+
+
+def test_lattice_zh_en_small_says_what_to_expect(tmp_path):
+    """Its usage gives the quick run's BLEU and the command (and time) that reaches the page's; a
+    re-scoring run ends with the same line, with the MINUTES it was given."""
+    usage = recipe("lattice_zh_en_small.sh", "--help", cwd=tmp_path).stdout
+    assert "about 0-2 valid BLEU" in usage and "~30 BLEU" in usage
+    assert "  python scripts/reproduce.py lattice --scale cpu\n" in usage and "about 20 minutes" in usage
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    refs = ["the dog barks .", "i am here ."]
+    for split in ("train", "valid"):
+        (corpus / f"{split}.zh").write_text("狗叫。\n我在这里。\n", encoding="utf-8")
+        (corpus / f"{split}.en").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+    work = tmp_path / "work"
+    for kind in ("lattice", "char"):  # prepared data and decodings in place: SCORE_ONLY only scores them
+        (work / "bin" / kind).mkdir(parents=True)
+        (work / "bin" / kind / "dict.zh.txt").write_text("", encoding="utf-8")
+        for name in ("lattice", "char"):
+            (work / "raw" / name).mkdir(parents=True, exist_ok=True)
+            for split in ("train", "valid"):
+                (work / "raw" / name / f"{split}.zh").write_text("", encoding="utf-8")
+        (work / f"gen.{kind}").mkdir()
+        fake_generate_log(work / f"gen.{kind}" / "generate-valid.txt", refs)
+    for split in ("train", "valid"):
+        (work / "raw" / f"{split}.en").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+    (work / "raw" / "train.all.en").write_text("", encoding="utf-8")
+    (work / "raw" / "train.zh").write_text("", encoding="utf-8")
+    proc = recipe("lattice_zh_en_small.sh", corpus, work, cwd=tmp_path,
+                  env=dict(ENV, SYSTEMS="lattice char", SCORE_ONLY="1", MINUTES="7"))
+    assert len(BLEU_DETOK.findall(proc.stdout)) == 2
+    assert proc.stdout.rstrip().splitlines()[-1] == EXPECT_LATTICE.format(minutes=7)
+
+
 def test_lattice_zh_en_small(shared_data, tmp_path):
     _tiny_corpus(shared_data / "tatoeba-zh-en", tmp_path / "corpus", ("zh", "en"), 120, 10)
     for lang in ("zh", "en"):  # a pair over the paper's training limit (70 characters, 50 words)
@@ -597,6 +635,7 @@ def test_lattice_zh_en_small(shared_data, tmp_path):
                ARCH_ARGS="--encoder-embed-dim 16 --decoder-embed-dim 16 --encoder-hidden-size 16 --decoder-hidden-size 16")
     proc = recipe("lattice_zh_en_small.sh", "corpus", "work", cwd=tmp_path, env=env)
     assert len(BLEU_DETOK.findall(proc.stdout)) == 2
+    assert proc.stdout.rstrip().splitlines()[-1] == EXPECT_LATTICE.format(minutes=4)  # after the scores
     assert len(lines(tmp_path / "work" / "raw" / "train.zh")) == 120  # the long pair left training only
     for kind in ("lattice", "char"):  # ... and validation kept it
         assert "will be skipped" not in (tmp_path / "work" / f"train.{kind}.log").read_text(encoding="utf-8")

@@ -17,6 +17,12 @@
 #   4. unless PREP_ONLY=1: train DWL+gating, word-level and char-level RNNSearch for MINUTES minutes
 #      each (same wall time) with ARCH_ARGS, then decode valid (beam 5) and print case-insensitive
 #      BLEU of the detokenized output against CORPUS_DIR/valid.en (scripts/lib/common.sh score_translation).
+# What to expect: a quick look, not the page's results. After MINUTES (4) minutes of CPU each the
+# systems are far from trained: about 0-2 valid BLEU each. The lattice page's ~30 BLEU
+# (docs/lattice.md, Results) comes from training every system to early stopping:
+#   python scripts/reproduce.py lattice --scale cpu
+# about 20 minutes of training per system and seed on CPU (16-39 min on the page), over an hour for
+# its four systems.
 # Environment: WORKERS (2), THRESHOLD (2), MINUTES (4), MAX_CHARS (70), MAX_WORDS (50), ARCH_ARGS
 # (smaller than the paper's sizes, for CPU), EXTRA_TRAIN_ARGS, PREP_ONLY, SYSTEMS ("lattice word char"), SMALL=1 (a smoke run:
 # 2 updates, beam 2), SCORE_ONLY=1 (re-score WORK/gen.KIND/generate-valid.txt).
@@ -114,3 +120,6 @@ for sys in lattice:lattice_dwl_gating word:rnnsearch_zh_word char:rnnsearch_zh_c
   echo "== $kind ($arch) after $MINUTES min, $updates: valid BLEU"
   score_translation "$WORK/gen.$kind/generate-valid.txt" "$WORK/gen.$kind/valid" --lowercase --ref "$CORPUS/valid.en"
 done
+echo "== expect about 0-2 BLEU here: $MINUTES minutes of CPU per system is far from trained. The lattice page's" \
+     "~30 BLEU comes from training each system to early stopping: python scripts/reproduce.py lattice --scale cpu" \
+     "(about 20 minutes of training per system and seed on CPU, over an hour for its four systems; docs/lattice.md, Results)"
