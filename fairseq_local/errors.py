@@ -6,8 +6,11 @@ points never catch these one by one: importing the plugin installs one hook
 (``fairseq_local/patches/one_line_errors.py``) that prints ``PROG: error: MESSAGE`` and exits
 with status 2 for them, whether the program is a fairseq CLI (``fairseq-train``, ``-generate``,
 ``-interactive``, ``-eval-lm``), ``fairseq-hydra-train`` or one of our scripts.  Any other
-exception is a bug and keeps its full traceback.
+exception is a bug and keeps its full traceback, except a full disk (``OSError`` ENOSPC or
+EDQUOT): ``FILE: no space left on device``, the file that was being written.
 """
+import errno
+import io
 import os
 import sys
 from typing import Optional
@@ -42,6 +45,10 @@ def one_line(exc: BaseException) -> Optional[str]:
     """The message a CLI prints for ``exc`` as its one error line, or None for a bug."""
     if isinstance(exc, UserError) or getattr(type(exc), "is_user_error", False):
         return " ".join(str(exc).split("\n"))
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a write outside file_io's
+        what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on device"
+        name = exc.filename or _file_being_written(exc.__traceback__)
+        return f"{name}: {what}" if name else what
     if isinstance(exc, FileNotFoundError):  # fairseq: "Dataset not found: test (DIR)", missing --path...
         if exc.filename is not None:
             return f"{exc.filename}: {exc.strerror or 'no such file or directory'}"
@@ -53,6 +60,22 @@ def one_line(exc: BaseException) -> Optional[str]:
         for cls in _all_subclasses(UserError):
             if last.startswith(_marker(cls)):
                 return last[len(_marker(cls)):]
+    return None
+
+
+def _file_being_written(tb) -> Optional[str]:
+    """The name of the file the failed write went to: a file opened for writing in the innermost
+    frame of ``tb`` that holds one (``f.write`` raises ENOSPC without a file name)."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in list(frame.f_locals.values()):
+            if (isinstance(value, io.IOBase) and isinstance(getattr(value, "name", None), str)
+                    and any(c in getattr(value, "mode", "") for c in "wax+")
+                    and value not in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)):
+                return value.name
     return None
 
 

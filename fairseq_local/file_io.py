@@ -4,13 +4,15 @@ Every file the plugin, the scripts and the reproduction harness write goes throu
 :func:`atomic_open`: the bytes go to a unique hidden temporary file in the destination's
 directory, which (optionally fsync'ed) is ``os.replace``'d over the destination.  A process killed
 at any moment leaves the previous complete file (or none), never a truncated one; the temporary
-file is removed when the write fails.  Temporary names match :data:`TMP_RE`
+file is removed when the write fails, and a full disk is :class:`DiskFullError`, naming the
+destination.  Temporary names match :data:`TMP_RE`
 (``.NAME.fairseq-local-PID-XXXXXXXX.tmp``), so a later run can recognise and remove leftovers of
 a killed one (``patches/save_dir_lock.py``).
 
 This module imports nothing beyond the standard library.
 """
 import contextlib
+import errno
 import gzip
 import json
 import os
@@ -19,6 +21,22 @@ import uuid
 from typing import Any, Iterable, Iterator, IO
 
 TMP_RE = re.compile(r"^\..+\.fairseq-local-\d+-[0-9a-f]{8}\.tmp$")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """No room left for ``filename`` (the destination, not the temporary file): one line,
+    ``FILE: no space left on device``, printed by ``fairseq_local.errors`` as a user error."""
+
+    is_user_error = True  # fairseq_local.errors: one line, exit status 2 (this module imports no plugin code)
+    exit_code = 2
+
+    def __init__(self, filename: str, code: int = errno.ENOSPC):
+        super().__init__(code, os.strerror(code), filename)
+
+    def __str__(self):
+        what = "disk quota exceeded" if self.errno == errno.EDQUOT else "no space left on device"
+        return f"{self.filename}: {what}"
 
 
 def temp_name(path: str) -> str:
@@ -58,9 +76,11 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8", fsync: bool
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.errno in DISK_FULL and not isinstance(e, DiskFullError):
+            raise DiskFullError(path, e.errno) from None  # name the destination; the previous file is intact
         raise
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))

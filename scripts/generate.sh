@@ -16,6 +16,7 @@
 # --skip-invalid-size-inputs-valid-test skipped sentences longer than the model's positions: the
 # error says which and how to raise the limits) it fails and DIR is left as it was; so does a
 # --ref whose line count is not the split's.
+# A full disk is one line naming the file; DIR is left as it was (everything is written beside it first).
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -106,9 +107,9 @@ fi
 gen_text "$tmp/generate-$subset.txt" H "$tmp/hyp.tok" --expect "$n_split"
 gen_text "$tmp/generate-$subset.txt" T "$tmp/ref.tok" --expect "$n_split"
 post() { if [ "$detok" = moses ]; then sacremoses -l "$lang" detokenize; else cat; fi; }
-post <"$tmp/hyp.tok" >"$tmp/hyp.txt"; mv "$tmp/ref.tok" "$tmp/ref.tok.txt"
+to_file "$tmp/hyp.txt" "$out/hyp.txt" post <"$tmp/hyp.tok"; mv "$tmp/ref.tok" "$tmp/ref.tok.txt"
 files=("generate-$subset.txt" hyp.txt ref.tok.txt)
-if [ -n "$ref" ]; then cp "$ref" "$tmp/ref.txt"; files+=(ref.txt); fi
+if [ -n "$ref" ]; then to_file "$tmp/ref.txt" "$out/ref.txt" cat "$ref"; files+=(ref.txt); fi
 mkdir -p "$out"
 rm -f "$out/ref.txt"  # a reference of an earlier run never stands next to these hypotheses
 for f in "${files[@]}"; do mv "$tmp/$f" "$out/$f"; done

@@ -154,7 +154,11 @@ def main(argv=None):
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
     s["nrefs"] = len(refs)
     if a.json:
-        plugin_module("file_io").write_json(a.json, s, indent=2)
+        file_io = plugin_module("file_io")
+        try:
+            file_io.write_json(a.json, s, indent=2)
+        except file_io.DiskFullError as e:  # the earlier --json file is left as it was
+            fail(str(e))
     for line in format_scores(s):
         print(line)
     return s

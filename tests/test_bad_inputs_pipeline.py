@@ -259,3 +259,102 @@ def test_generate_sh_the_fix_it_names_works(short_model, tmp_path):
                           "64", "--model-overrides", "{'max_source_positions': 64, 'max_target_positions': 64}")
     assert code == 0, err[-2000:]
     assert len((tmp_path / "out" / "hyp.txt").read_text(encoding="utf-8").splitlines()) == 12
+
+
+# ------------------------------------------------------------------------------------------------
+# a full disk while generate.sh / score.sh write their output: one line naming the file, the
+# earlier file intact, no temporary file left
+# ------------------------------------------------------------------------------------------------
+class _FullFile:
+    """A file whose writes find the disk full after the first bytes."""
+
+    def __init__(self, f):
+        self.f, self.name = f, f.name
+
+    def write(self, data):
+        import errno
+        import os
+
+        self.f.write(data[:3])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def _full_disk(monkeypatch):
+    """file_io's writes find the disk full after their first bytes."""
+    import builtins
+
+    from fairseq_local_repro.text.plugin import plugin_module
+
+    file_io = plugin_module("file_io")
+    monkeypatch.setattr(file_io, "open", lambda *a, **k: _FullFile(builtins.open(*a, **k)), raising=False)
+    return file_io
+
+
+def test_score_json_on_a_full_disk(tmp_path, monkeypatch, capsys):
+    import runpy
+    import sys
+
+    hyp, out = write(tmp_path / "hyp.txt", "the cat sat\n"), tmp_path / "scores.json"
+    write(out, '{"bleu": 12.0}\n')
+    monkeypatch.setattr(sys, "argv", ["score.py", "--hyp", str(hyp), "--ref", str(hyp), "--json", str(out)])
+    _full_disk(monkeypatch)
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(REPO / "scripts" / "score.py"), run_name="__main__")
+    assert e.value.code == 2
+    assert capsys.readouterr().err == f"score.py: error: {out}: no space left on device\n"
+    assert out.read_text() == '{"bleu": 12.0}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt", "scores.json"]
+
+
+def test_gen_text_on_a_full_disk(tmp_path, monkeypatch, capsys):
+    from fairseq_local_repro.text import gen_text
+
+    log = write(tmp_path / "generate-test.txt", "S-0\ta b\nT-0\ta b\nH-0\t-0.1\ta b\nD-0\t-0.1\ta b\n")
+    out = write(tmp_path / "hyp.tok", "earlier\n")
+    monkeypatch.setattr("sys.argv", ["gen_text.py", str(log), "H", str(out)])
+    _full_disk(monkeypatch)
+    with pytest.raises(SystemExit) as e:
+        gen_text.main()
+    assert e.value.code == f"gen_text.py: error: {out}: no space left on device"
+    assert out.read_text() == "earlier\n" and len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("cmd, message", [
+    ("to_file /dev/full DIR/hyp.txt echo hi", "DIR/hyp.txt: no space left on device"),
+    (f"to_file /dev/full DIR/ref.txt cat {REPO / 'scripts' / 'generate.sh'}", "DIR/ref.txt: no space left on device"),
+])
+def test_generate_sh_shell_writes_on_a_full_disk(cmd, message):
+    """generate.sh's own writes (hypotheses through the detokenizer, the copied reference) go
+    through common.sh's to_file: a full disk (/dev/full) is one line naming the destination."""
+    code, err = run("bash", "-c", f"source {REPO / 'scripts' / 'lib' / 'common.sh'}; {cmd}")
+    assert code == 2 and err == f"bash: error: {message}\n"
+    code, err = run("bash", "-c", f"source {REPO / 'scripts' / 'lib' / 'common.sh'}; to_file /dev/null X false")
+    assert code == 1 and err == ""  # another failure keeps its status and its own message
+
+
+def test_a_write_on_a_full_disk_outside_file_io_names_the_file(tmp_path):
+    """fairseq-generate writes its log with open(): the ENOSPC of f.write has no file name, the
+    one line takes it from the file being written."""
+    import errno
+    import io
+    import os
+
+    from fairseq_local.errors import one_line, report
+
+    path = tmp_path / "generate-test.txt"
+    try:
+        with open(path, "w", encoding="utf-8") as h:
+            h.write("S-0\n")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError as e:
+        caught = e
+    err = io.StringIO()
+    assert report(caught, "fairseq-generate", err) == 2
+    assert err.getvalue() == f"fairseq-generate: error: {path}: no space left on device\n"
+    assert one_line(OSError(errno.ENOSPC, "x", "named.bin")) == "named.bin: no space left on device"
+    assert one_line(OSError(errno.EIO, "x")) is None  # other I/O errors stay bugs with a traceback

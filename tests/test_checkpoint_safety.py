@@ -129,6 +129,76 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path):
     assert target.read_bytes() == b"new" and os.listdir(tmp_path) == ["checkpoint_last.pt"]
 
 
+FULL_DISK_TRAIN = textwrap.dedent("""
+    # fairseq-train whose checkpoint copy to FULL_DEST finds the disk full half-way
+    import errno, os, sys
+    import fairseq_local  # installs the plugin's patches
+    from fairseq_local.patches import atomic_checkpoints
+
+    real_copy = atomic_checkpoints.copy_data
+
+    def full_copy(src, dst):
+        if os.environ["FULL_DEST"] in os.path.basename(dst.name):
+            dst.write(src.read()[:100])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_copy(src, dst)
+
+    atomic_checkpoints.copy_data = full_copy
+    from fairseq_cli.train import cli_main
+    sys.argv[0] = "fairseq-train"
+    cli_main()
+""")
+
+
+@pytest.mark.parametrize("how", ["save", "copy", "quota"])
+def test_disk_full_while_saving_is_one_line(tmp_path, monkeypatch, how):
+    """A full disk while a checkpoint is written (fairseq's save, its copy to checkpoint_last.pt) or
+    over quota: DiskFullError naming the checkpoint, printed as one line with status 2; the previous
+    checkpoint intact, no temporary file left."""
+    import errno
+    import io
+
+    from fairseq import checkpoint_utils
+    from fairseq_local.errors import report
+    from fairseq_local.file_io import DiskFullError
+
+    target = tmp_path / "checkpoint_last.pt"
+    target.write_bytes(b"old complete checkpoint")
+    code = errno.EDQUOT if how == "quota" else errno.ENOSPC
+
+    def full(*_):
+        raise OSError(code, os.strerror(code))
+
+    with pytest.raises(DiskFullError) as caught:
+        if how == "copy":
+            (tmp_path / "checkpoint3.pt").write_bytes(b"new checkpoint")
+            monkeypatch.setattr(atomic_checkpoints, "copy_data", lambda src, dst: (dst.write(src.read(4)), full()))
+            checkpoint_utils.PathManager.copy(str(tmp_path / "checkpoint3.pt"), str(target), overwrite=True)
+        else:
+            monkeypatch.setattr(checkpoint_utils, "_torch_persistent_save", lambda obj, f: (f.write(b"half"), full()))
+            checkpoint_utils.torch_persistent_save({"model": {}}, str(target))
+    assert target.read_bytes() == b"old complete checkpoint"
+    assert not [n for n in os.listdir(tmp_path) if TMP_RE.match(n)]
+    err = io.StringIO()
+    assert report(caught.value, "fairseq-train", err) == 2
+    what = "disk quota exceeded" if how == "quota" else "no space left on device"
+    assert err.getvalue() == f"fairseq-train: error: {target}: {what}\n"
+
+
+def test_disk_full_during_training_ends_in_one_line(tmp_path, data):
+    """fairseq-train itself: the disk fills while checkpoint_last.pt is copied; one line, status 2,
+    checkpoint1.pt (written before) complete and loadable, no temporary file."""
+    save = tmp_path / "ck"
+    wrapper = tmp_path / "full_train.py"
+    wrapper.write_text(FULL_DISK_TRAIN)
+    proc = _run([sys.executable, wrapper, *_argv(data, save, "--max-epoch", "1")], FULL_DEST="checkpoint_last.pt")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == f"fairseq-train: error: {save / 'checkpoint_last.pt'}: no space left on device"
+    assert "Traceback" not in proc.stderr
+    assert _state(save / "checkpoint1.pt")["extra_state"]["train_iterator"]["epoch"] == 2  # epoch 1 done
+    assert not [n for n in os.listdir(save) if TMP_RE.match(n)] and not (save / "checkpoint_last.pt").exists()
+
+
 def test_second_run_into_one_save_dir_is_refused(tmp_path, data):
     save = tmp_path / "ckpt"
     lock = save_dir_lock.acquire(str(save))  # this process plays the first, still running, training

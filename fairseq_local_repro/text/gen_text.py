@@ -70,7 +70,11 @@ def main(argv=None):
         first = missing[0] if missing else extra[0]
         fail(f"{path}: {len(texts)} {field}- lines for {n} sentences (first {'missing' if missing else 'unexpected'}"
              f" id {first}); generation lost or added sentences")
-    plugin_module("file_io").write_lines(out, (texts[i] for i in range(n)))
+    file_io = plugin_module("file_io")
+    try:
+        file_io.write_lines(out, (texts[i] for i in range(n)))
+    except file_io.DiskFullError as e:  # OUT: no space left on device (OUT left as it was)
+        fail(str(e))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,13 @@ moses_detok() {  # moses_detok LANG IN OUT: undo moses_tok (sacremoses detokeniz
   sacremoses -q -l "$1" -j "${WORKERS:-1}" detokenize <"$2" >"$tmp" || { rm -f "$tmp"; die "Moses detokenization of $2 failed"; }
   same_lines "$2" "$tmp"; mv "$tmp" "$3"
 }
+to_file() {  # to_file FILE NAME CMD...: CMD's output into FILE; a full disk is one line naming NAME (its destination)
+  local file=$1 name=$2 err; shift 2
+  if err=$("$@" 2>&1 >"$file"); then [ -z "$err" ] || printf '%s\n' "$err" >&2; return 0; fi
+  case "$err" in *"No space left on device"*) die "$name: no space left on device" ;;
+                 *"Disk quota exceeded"*) die "$name: disk quota exceeded" ;; esac
+  [ -z "$err" ] || printf '%s\n' "$err" >&2; exit 1
+}
 gen_text() {  # gen_text GEN_LOG H|T|S OUT [--expect N]: one field of a fairseq-generate log in corpus order
   python -m fairseq_local_repro.text.gen_text "$@" || exit 2
 }
