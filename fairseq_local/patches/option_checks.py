@@ -14,7 +14,8 @@ a generator, reads data or trains.
   variants) >= 1 (fairseq reads 0 as "unset" and a negative value as an empty dataset),
   ``--update-freq`` >= 1, ``--lr`` >= 0, ``--clip-norm`` >= 0, ``--label-smoothing`` in [0, 1),
   ``--tokens-per-sample`` >= 1, ``--num-workers`` >= 0, ``fairseq-eval-lm --context-window`` >= 0 and
-  below ``--tokens-per-sample``.
+  below ``--tokens-per-sample``; a float option given as ``nan`` or ``inf`` (which passes every
+  range check) is refused, here and among the generation options (``--lenpen``, ``--unkpen``...).
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
@@ -35,6 +36,7 @@ import argparse
 import difflib
 import functools
 import logging
+import math
 import re
 import sys
 
@@ -51,9 +53,22 @@ def _opt(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _finite(name: str, value):
+    """A float option that parsed as nan or inf (argparse's ``float`` accepts both) passes every
+    range check (``nan < 0`` is False) and reaches the arithmetic: refused here."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{_opt(name)} must be a finite number (got {value})")
+
+
+GENERATION_FLOATS = ("lenpen", "unkpen", "temperature", "max_len_a", "sampling_topp", "diversity_rate")
+
+
 def check_generation_options(args):
     def get(name, default=None):
         return getattr(args, name, default)
+
+    for name in GENERATION_FLOATS:
+        _finite(name, get(name))
 
     beam, nbest = get("beam"), get("nbest")
     if beam is not None and beam < 1:
@@ -113,6 +128,12 @@ def _number(value) -> bool:
 
 def check_common_options(cfg):
     """Raise :class:`ConfigError` for the first impossible value among the options of every run."""
+    for group, name in (("optimization", "clip_norm"), ("optimization", "lr"), ("criterion", "label_smoothing"),
+                        ("optimizer", "weight_decay")):
+        values = _get(cfg, group, name)
+        listed = hasattr(values, "__iter__") and not isinstance(values, str)
+        for value in (values if listed else [values]):
+            _finite(name, value)
     for group, name in _AT_LEAST_1:
         value = _get(cfg, group, name)
         if _number(value) and value < 1:
