@@ -20,7 +20,9 @@ scripts or ``python -m fairseq_cli.<name>``):
   unknown config key or a missing ``common.user_dir`` is one line, ours alone, naming the key with
   the closest keys of that group (or of another group: ``task.max_tokenz`` -> ``dataset.max_tokens``;
   an option of the chosen class that the YAML does not list: how to add it, ``++key=VALUE``), and a
-  value its key's type refuses (``model.wide=two``) is one line naming the key.
+  value its key's type refuses (``model.wide=two``) is one line naming the key.  A ``model.KEY=VALUE``
+  override becomes ``++model.KEY=VALUE`` (:func:`model_overrides`): a row's YAML lists only what
+  its arch does not set, and the model's options are overridable all the same.
 
 Both end with exit status 2; every other exception, and every one under ``HYDRA_FULL_ERROR=1``,
 keeps its traceback or Hydra's report.  In ``fairseq-hydra-train`` the hook also filters what Hydra
@@ -304,9 +306,25 @@ def install(argv=None, orig_argv=None):
     _STATE["excepthook"] = sys.excepthook
     sys.excepthook = _excepthook
     if "hydra" in prog:
+        argv[1:] = model_overrides(argv[1:])
         _quiet_hydra()
         _wrap_hydra()
     return prog
+
+
+def model_overrides(args):
+    """``model.KEY=VALUE`` overrides as ``++model.KEY=VALUE``.  A paper row's YAML lists only what its
+    arch does not set (the arch fills the rest), so most model options are not in the file and
+    Hydra would refuse to override them; ``++`` sets a listed key and adds an unlisted one.  A key
+    the model does not have is still refused, in one line with the closest option, when fairseq
+    merges the YAML's model into the model's config."""
+    out = []
+    for arg in args:
+        key = arg.split("=", 1)[0]
+        if "=" in arg and key.startswith("model.") and key.count(".") == 1 and not key[6:].startswith("_"):
+            arg = "++" + arg
+        out.append(arg)
+    return out
 
 
 # What Hydra 1.3 says about fairseq's own use of it, before the plugin (and its filters,

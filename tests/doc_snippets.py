@@ -265,7 +265,7 @@ def _check_shell_script(argv: List[str], cwd: Path) -> Optional[str]:
 def _hydra_key_exists(cfg, key: str) -> bool:
     """Whether ``group.field`` exists in the composed YAML or in the dataclass the group selects."""
     from fairseq.dataclass.configs import FairseqConfig
-    from fairseq.models import MODEL_DATACLASS_REGISTRY
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY, MODEL_DATACLASS_REGISTRY
     from fairseq.tasks import TASK_DATACLASS_REGISTRY
     from omegaconf import OmegaConf
 
@@ -279,6 +279,8 @@ def _hydra_key_exists(cfg, key: str) -> bool:
         return False
     if group in ("model", "task"):
         chosen = (OmegaConf.to_container(cfg, resolve=False).get(group) or {}).get("_name")
+        if group == "model":  # a paper row's YAML names its arch; the options are its model's
+            chosen = ARCH_MODEL_NAME_REGISTRY.get(chosen, chosen)
         registry = MODEL_DATACLASS_REGISTRY if group == "model" else TASK_DATACLASS_REGISTRY
         dc = registry.get(chosen)
         return dc is not None and name in dc.__dataclass_fields__

@@ -24,9 +24,14 @@ TRAIN = ["--task", "translation", "--cpu", *TINY_LSTM, "--optimizer", "adam", "-
 
 
 def _train(data_dir, task_args, save, *extra):
-    from fairseq import distributed_utils, options
+    from fairseq import checkpoint_utils, distributed_utils, options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import train
+
+    # fairseq keeps the best validation loss of the process on save_checkpoint: an earlier training
+    # in this process would decide whether this one writes checkpoint_best.pt
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        del checkpoint_utils.save_checkpoint.best
 
     argv = [str(data_dir), *task_args, *TRAIN, "--max-tokens", "400", "--save-dir", str(save),
             *[str(e) for e in extra]]  # a later --max-tokens in extra wins
@@ -106,7 +111,7 @@ def test_restore_file_default_and_existing_still_train(capsys, tmp_path, mt):
     code, err = call(capsys, _train, data_dir, task_args, tmp_path / "resumed", "--restore-file", ckpt,
                      "--max-update", "2")
     assert code == 0, err[-2000:]
-    state = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", weights_only=False)
+    state = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", weights_only=True)
     assert state["optimizer_history"][-1]["num_updates"] == 2  # continued from update 1
 
 
@@ -199,7 +204,7 @@ def test_checkpoint_stores_its_dictionaries(mt):
     from fairseq_local.patches.dictionary_fingerprint import fingerprint
 
     data_dir, _, ckpt = mt
-    stored = torch.load(ckpt, weights_only=False)["extra_state"]["dictionaries"]
+    stored = torch.load(ckpt, weights_only=True)["extra_state"]["dictionaries"]
     for side, lang in (("source", "src"), ("target", "tgt")):
         d = Dictionary.load(str(data_dir / f"dict.{lang}.txt"))
         assert stored[side] == fingerprint(d)
@@ -259,7 +264,7 @@ def test_hub_with_another_dictionary(tmp_path, tiny_checkpoints):
 def test_checkpoint_without_a_fingerprint_keeps_working(tmp_path, mt):
     """A checkpoint written before fingerprints existed loads as before (nothing to compare)."""
     data_dir, task_args, ckpt = mt
-    state = torch.load(ckpt, weights_only=False)
+    state = torch.load(ckpt, weights_only=True)
     del state["extra_state"]["dictionaries"]
     old = tmp_path / "old.pt"
     torch.save(state, old)
