@@ -292,3 +292,32 @@ def test_dpn_graphs_equal_eager(graphs, tmp_path):
                 assert_grads_close(results["eager"][1], results["graphs"][1], "DPN training step")
     st = fast_path.stats()
     assert st["graphs_captured"] == 2 and st["graph_fallbacks"] == 0 and st["compiles"] == 0, st
+
+
+class ScaledLayer(fast_path.FastPathMixin, nn.Module):
+    """A step that reads a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x):
+        return fast_path.scan(self, "_step", (x.new_zeros(x.size(1), 3),), (x,), None)[0][0]
+
+    def _step(self, carry, x, valid, consts):
+        h = carry[0] * 0.5 + x[0] * self.scale
+        return (h,), (h,)
+
+
+def test_a_buffer_with_new_storage_is_captured_again(graphs):
+    """A graph reads a buffer at the address it had at capture: a buffer reassigned (new storage)
+    makes the variant capture again, so the new values are used."""
+    layer = set_impl(ScaledLayer(), "graphs")
+    x = torch.randn(5, 2, 3)
+    with torch.no_grad():
+        first = layer(x)
+        layer.scale = torch.full((3,), -1.0)
+        second = layer(x)
+        set_impl(layer, "eager")
+        assert torch.equal(second, layer(x)) and not torch.equal(first, second)
+    assert fast_path.stats()["graphs_captured"] == 2

@@ -39,6 +39,7 @@ from fairseq_local.modules.fast_path import (
     RecurrentImplConfig,
     active_mask,
     batch_bucket,
+    in_trace,
     length_bucket,
     pad_dim,
     set_rnn_impl,
@@ -291,6 +292,8 @@ class DPNDecoder(FairseqIncrementalDecoder):
 
     def buffered_future_mask(self, x):
         dim = x.size(0)
+        if in_trace():  # a captured graph must not read a buffer that a longer target reallocates
+            return torch.triu(utils.fill_with_neg_inf(x.new_zeros(dim, dim)), 1)
         if self._future_mask.size(0) < dim or self._future_mask.device != x.device or \
                 self._future_mask.dtype != x.dtype:
             self._future_mask = torch.triu(utils.fill_with_neg_inf(x.new_zeros(dim, dim)), 1)

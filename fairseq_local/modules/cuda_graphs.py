@@ -17,9 +17,10 @@ compiler is involved) and replays it with one launch per call:
   take memory from.
 * **Inputs and outputs.**  A replay copies the call's tensors into the graph's static inputs
   (skipped when they already are those tensors) and returns copies of the static outputs (the next
-  replay overwrites them).  Module parameters are read in place (an optimizer's in-place update is
-  seen); a parameter whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
-  capture again.
+  replay overwrites them).  Module parameters and buffers are read in place (an optimizer's in-place
+  update is seen); one whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
+  capture again.  Code inside a loop must not keep other tensors across calls (a cache that is
+  reallocated would leave a graph reading freed memory): under :func:`is_capturing` it computes them.
 * **Nothing silently wrong.**  The first call of every variant replays the new graph and compares it
   with the eager loop on the same inputs (outputs, and in training the gradients of its first
   backward) within the dtype's tolerance; a mismatch, or a capture that fails (an operation that
@@ -314,7 +315,9 @@ class _Variant:
     def __init__(self, owner: nn.Module, name: str, run: Callable, args: List, spec, train: bool, impl):
         self.name, self.run, self.spec, self.train, self.backend = name, run, spec, train, impl
         self.params = [p for p in owner.parameters() if p.requires_grad] if train else []
-        self.param_ptrs = [p.data_ptr() for p in self.params]
+        # a graph reads every parameter and buffer at the address it had at capture
+        self.watched = list(owner.parameters()) + list(owner.buffers())
+        self.watched_ptrs = [t.data_ptr() for t in self.watched]
         self.static_in = [a.detach().clone().requires_grad_(train and a.requires_grad and a.is_floating_point())
                           if isinstance(a, Tensor) else a for a in args]
         self.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -367,7 +370,11 @@ class _Variant:
         return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, diff_in))
 
     def stale(self) -> bool:
-        return any(p.data_ptr() != q for p, q in zip(self.params, self.param_ptrs))
+        """Whether a parameter or buffer of the module has new storage (``model.to``, ``p.data = ...``,
+        a buffer reassigned): the graph would read the old address."""
+        watched = list(self.owner().parameters()) + list(self.owner().buffers())
+        return len(watched) != len(self.watched_ptrs) or any(
+            t.data_ptr() != q for t, q in zip(watched, self.watched_ptrs))
 
     def replay(self, tensors: Sequence[Tensor]) -> List[Tensor]:
         with torch.no_grad():
@@ -462,7 +469,7 @@ def call(owner: nn.Module, fn: Callable, args: tuple, name: str):
     autocast = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type)
     key = (id(owner), name, spec, _signature(flat), train, owner.training, autocast)
     variant = _LIVE.get(key)
-    if variant is not None and (variant.stale() or variant.owner() is not owner):
+    if variant is not None and (variant.owner() is not owner or variant.stale()):
         del _LIVE[key]
         variant = None
     if variant is not None and train and variant.pending is not None and variant.pending() is not None:
