@@ -35,8 +35,10 @@ graphs captured and still alive (``graphs_captured``, ``graphs_live``) and captu
 device's name.
 """
 import argparse
+import atexit
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -114,8 +116,10 @@ def parse_args(argv=None):
 # building
 # ------------------------------------------------------------------------------------------------
 def synthetic_data_dir(args):
-    """A data dir holding only dictionaries (all the task needs to build models)."""
+    """A data dir holding only dictionaries (all the task needs to build models), removed when the
+    process ends."""
     d = tempfile.mkdtemp(prefix="bench_dict_")
+    atexit.register(shutil.rmtree, d, True)
     dictionary = Dictionary()
     for i in range(args.vocab - dictionary.nspecial):
         dictionary.add_symbol(f"w{i}", n=args.vocab - i)
