@@ -34,8 +34,9 @@ def _analysis(cmd: List[str], log: str, out_json: str, what: str) -> dict:
 def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: str, ref: str,
                         bin_dir: Optional[str] = None, task: str = "translation") -> dict:
     """Beam 5 with scripts/generate.sh (BPE removed, Moses-detokenized), scored by
-    scripts/score.py against the raw references: detokenized, case-insensitive sacrebleu (the
-    data are lowercased, or the paper reports case-insensitive BLEU), with its signature."""
+    :mod:`fairseq_local_repro.tools.score` against the raw references: detokenized,
+    case-insensitive sacrebleu (the data are lowercased, or the paper reports case-insensitive
+    BLEU), with its signature."""
     os.makedirs(out_dir, exist_ok=True)
     log = os.path.join(out_dir, "generate.log")
     cmd = ["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", bin_dir or data.bin, "--path", ckpt,
@@ -43,7 +44,7 @@ def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: s
            "--", "--source-lang", data.src, "--target-lang", data.tgt]
     run_or_fail(cmd, log, f"{tag}: generation failed")
     score_json = os.path.join(out_dir, "score.json")
-    cmd = [sys.executable, os.path.join(REPO, "scripts", "score.py"), "--hyp", os.path.join(out_dir, "hyp.txt"),
+    cmd = [sys.executable, "-m", "fairseq_local_repro.tools.score", "--hyp", os.path.join(out_dir, "hyp.txt"),
            "--ref", ref, "--lowercase", "--json", score_json]
     run_or_fail(cmd, log, f"{tag}: scoring failed")
     s = read_json(score_json)

@@ -241,7 +241,7 @@ def test_preprocess_lattices(tmp_path, capsys, case, needle):
 
 @pytest.mark.parametrize("which", ["hyp", "ref"])
 def test_score_non_utf8(tmp_path, capsys, which):
-    mod = load_script(SCRIPTS / "score.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.score")
     good = write(tmp_path / "good.txt", "a b c\nd e f\n")
     bad = write(tmp_path / "bad.txt", b"a b c\n" + (LATIN1 if which == "hyp" else GB18030))
     out = tmp_path / "s.json"

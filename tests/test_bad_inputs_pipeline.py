@@ -297,15 +297,13 @@ def _full_disk(monkeypatch):
 
 
 def test_score_json_on_a_full_disk(tmp_path, monkeypatch, capsys):
-    import runpy
-    import sys
+    from fairseq_local_repro.tools import score
 
     hyp, out = write(tmp_path / "hyp.txt", "the cat sat\n"), tmp_path / "scores.json"
     write(out, '{"bleu": 12.0}\n')
-    monkeypatch.setattr(sys, "argv", ["score.py", "--hyp", str(hyp), "--ref", str(hyp), "--json", str(out)])
     _full_disk(monkeypatch)
     with pytest.raises(SystemExit) as e:
-        runpy.run_path(str(REPO / "scripts" / "score.py"), run_name="__main__")
+        score.main(["--hyp", str(hyp), "--ref", str(hyp), "--json", str(out)])
     assert e.value.code == 2
     assert capsys.readouterr().err == f"score.py: error: {out}: no space left on device\n"
     assert out.read_text() == '{"bleu": 12.0}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt", "scores.json"]
