@@ -1,5 +1,8 @@
-"""Our datasets: lattices (the text format, packed batches), the stateful BPTT windows, and the
-synthetic demo/test corpus."""
+"""Our datasets: blank lines of a corpus, the corpus manifest (what a data directory was made from),
+lattices (the text format, packed batches), the stateful BPTT windows, and the synthetic demo/test
+corpus."""
+from fairseq_local.data import blank_lines  # noqa: F401
+from fairseq_local.data import corpus_manifest  # noqa: F401
 from fairseq_local.data import lattice  # noqa: F401
 from fairseq_local.data import lattice_dataset  # noqa: F401
 from fairseq_local.data import stateful_bptt_dataset  # noqa: F401

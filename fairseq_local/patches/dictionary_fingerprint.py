@@ -12,13 +12,26 @@ dictionaries).  Wherever a checkpoint meets a data directory (``fairseq-generate
 see ``checkpoint_fit.py``), :func:`check` compares them with the task's dictionaries and stops
 with one line naming the checkpoint and the data directory.  A checkpoint written before this
 patch has no fingerprint and is used as before (its size is still checked by fairseq).
+
+Next to them (``corpus``) a checkpoint trained on a data directory made by ``scripts/preprocess.sh``
+stores that directory and its corpus fingerprint (the training text's hash, from ``corpus.json``:
+:mod:`fairseq_local.data.corpus_manifest`).  Dictionaries can match across corpora (the same
+sentencepiece model, a shared vocabulary): decoding or resuming with the data directory of another
+corpus is then a warning naming both (not an error: the model can decode it).
 """
 import functools
 import hashlib
+import logging
+import os
 
+from fairseq_local.data import corpus_manifest
 from fairseq_local.errors import CheckpointError
 
+logger = logging.getLogger(__name__)
+
 KEY = "dictionaries"
+CORPUS_KEY = "corpus"
+_WARNED = set()
 _STATE = {}
 
 
@@ -51,10 +64,37 @@ def _dict_file(task, side) -> str:
     return f"dict.{lang}.txt" if lang else "dict.txt"
 
 
-def stored(state) -> dict:
+def stored(state, key=KEY) -> dict:
     extra = state.get("extra_state") if isinstance(state, dict) else None
-    found = extra.get(KEY) if isinstance(extra, dict) else None
+    found = extra.get(key) if isinstance(extra, dict) else None
     return found if isinstance(found, dict) else {}
+
+
+def task_corpus(task) -> dict:
+    """``{"data", "fingerprint"}`` of the data directory ``task`` reads, when it has a corpus.json."""
+    data = getattr(getattr(task, "cfg", None), "data", None)
+    if not data:
+        return {}
+    manifest = corpus_manifest.read(str(data))
+    if not manifest or not manifest.get("corpus"):
+        return {}
+    return {"data": os.path.abspath(corpus_manifest.first_data_dir(str(data))), "fingerprint": manifest["corpus"]}
+
+
+def check_corpus(path, state, data):
+    """Warn (once per checkpoint and data directory) when the checkpoint was trained on another corpus
+    than the one ``data`` was made from."""
+    saved = stored(state, CORPUS_KEY)
+    if not saved.get("fingerprint") or not data:
+        return
+    manifest = corpus_manifest.read(str(data))
+    here = (manifest or {}).get("corpus")
+    if not here or here == saved["fingerprint"] or (path, str(data)) in _WARNED:
+        return
+    _WARNED.add((path, str(data)))
+    logger.warning(f"{path} was trained on another corpus ({saved.get('data')}, corpus {saved['fingerprint'][:12]}) "
+                   f"than {corpus_manifest.first_data_dir(str(data))} was made from (corpus {here[:12]}): their "
+                   "dictionaries match, so it runs, but check that this is the data directory you mean")
 
 
 def check(path, state, task, data=None):
@@ -62,7 +102,7 @@ def check(path, state, task, data=None):
     checkpoint ``state`` was trained with but other entries (a different size is left to the
     weight-shape check, which names the mismatching parameter)."""
     saved = stored(state)
-    if not saved or task is None:
+    if task is None:
         return
     data = data or getattr(getattr(task, "cfg", None), "data", None)
     for side, dictionary in _dictionaries(task).items():
@@ -75,6 +115,7 @@ def check(path, state, task, data=None):
                 f"{path} was trained with another {side} dictionary than {where}: both have {len(dictionary)} "
                 "entries, but not the same ones (another corpus or BPE model?); give the data directory the "
                 "checkpoint was trained with")
+    check_corpus(path, state, data)
 
 
 def install():
@@ -90,6 +131,9 @@ def install():
             prints = task_fingerprints(self.task)
             if prints:
                 extra_state[KEY] = prints
+            corpus = task_corpus(self.task)
+            if corpus:
+                extra_state[CORPUS_KEY] = corpus
         return save(self, filename, extra_state)
 
     _STATE["save"] = save

@@ -24,6 +24,8 @@ to the first word of a reference or a lattice.  Standard library only (no fairse
 import argparse
 import sys
 
+from fairseq_local_repro.text.plugin import plugin_module
+
 CHUNK = 16 * 1024 * 1024
 
 
@@ -98,56 +100,17 @@ def has_text(path) -> bool:
     return False
 
 
-def _blank(line: bytes) -> bool:
-    return not line.replace(BOM.encode("utf-8"), b"").strip()
-
-
-def _first(numbers, most=5) -> str:
-    shown = ", ".join(map(str, numbers[:most]))
-    return f"{shown}, ..." if len(numbers) > most else shown
-
-
-def blank_pairs(a, b):
-    """Line numbers (from 1) of the pairs blank on both sides and of those blank on one side only."""
-    both, one = [], []
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        for n, (la, lb) in enumerate(zip(fa, fb), 1):
-            ba, bb = _blank(la), _blank(lb)
-            if ba and bb:
-                both.append(n)
-            elif ba or bb:
-                one.append((n, a if ba else b, b if ba else a))
-    return both, one
-
-
-def blank_lines(path):
-    with open(path, "rb") as f:
-        return [n for n, line in enumerate(f, 1) if _blank(line)]
+_BLANK = plugin_module("data.blank_lines")  # the checks fairseq-preprocess gets from the plugin too
+blank_pairs, blank_lines = _BLANK.blank_pairs, _BLANK.blank_lines
 
 
 def check_blank(pairs=(), files=()):
     """Warnings (lines) for blank lines that fairseq binarizes as sentences without a word; raises
-    :class:`TextInputError` for a pair with one blank side."""
-    warnings = []
-    for a, b in dict.fromkeys(map(tuple, pairs)):  # a file given for two splits: said once
-        both, one = blank_pairs(a, b)
-        if one:
-            n, blank, full = one[0]
-            more = f" (and {len(one) - 1} more such pairs, lines {_first([m for m, _, _ in one[1:]])})" if len(one) > 1 else ""
-            raise TextInputError(
-                f"{blank}:{n}: blank line, but line {n} of {full} has text{more}: a pair with one empty side "
-                "teaches the model to translate into (or from) nothing, and usually means a sentence broken over two "
-                "lines, the pairs after it shifted; fix the line, or remove the pair from both files")
-        if both:
-            warnings.append(f"{a}, {b}: {len(both)} pairs blank on both sides (lines {_first(both)}) are binarized "
-                            "as sentences without a word (only </s>); remove them from both files if they are not meant")
-    for path in dict.fromkeys(files):
-        lines = blank_lines(path)
-        if lines:
-            warnings.append(f"{path}: {len(lines)} blank lines (lines {_first(lines)}) are binarized as sentences "
-                            "without a word (only </s>), as fairseq's LM recipes keep paragraph breaks; remove them "
-                            "if they are not meant")
-    return warnings
+    :class:`TextInputError` for a pair with one blank side (:mod:`fairseq_local.data.blank_lines`)."""
+    try:
+        return _BLANK.check_blank(pairs, files)
+    except _BLANK.BlankLineError as err:
+        raise TextInputError(str(err)) from None
 
 
 def check(files=(), nonempty=(), same_lines=()):

@@ -1,0 +1,280 @@
+"""Artifacts that do not belong together (issue: "nothing silently wrong when things do not belong
+together"): scripts/preprocess.sh's corpus manifest (corpus.json) and what is checked against it:
+a reference of another split or side, a checkpoint of another corpus with the same dictionaries,
+a recipe's --save-dir reused for another row or data directory, text given to the hub without the
+corpus's Moses tokenization; blank lines given to fairseq-preprocess directly; a full disk or a
+read-only folder under generate.sh's output."""
+import json
+import logging
+import shutil
+
+import pytest
+
+from contract_lib import REPO
+from fairseq_local.data import corpus_manifest as cm
+from test_bad_inputs import TINY_LSTM, assert_one_line, run, write
+
+SCRIPTS = REPO / "scripts"
+MANIFEST_CLI = ["python", "-m", "fairseq_local_repro.text.corpus_manifest"]
+
+DE = ["ein hund läuft", "zwei katzen schlafen", "ein mann liest", "die frau singt"]
+EN = ["a dog runs", "two cats sleep", "a man reads", "the woman sings"]
+
+
+def _raw(d, name, src, tgt):
+    write(d / f"{name}.de", "".join(s + "\n" for s in src))
+    write(d / f"{name}.en", "".join(t + "\n" for t in tgt))
+    return d / name
+
+
+def _manifest(tmp_path, splits=("train", "valid", "test")):
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    files = {}
+    for i, split in enumerate(splits):
+        prefix = _raw(raw, split, [f"{s} {i}" for s in DE], [f"{t} {i}" for t in EN])
+        files[split] = {"de": f"{prefix}.de", "en": f"{prefix}.en"}
+    return cm.build(files, ["de", "en"], {"tokenize": "moses", "lowercase": True, "bpe": "none"}), raw
+
+
+# ------------------------------------------------------------------------------------------------
+# the manifest itself
+# ------------------------------------------------------------------------------------------------
+def test_file_entry_counts_lines_and_hashes_bytes(tmp_path):
+    import hashlib
+
+    a = write(tmp_path / "a", "x y\nz\n")
+    b = write(tmp_path / "b", "x y\nz")  # a last line without newline counts
+    assert cm.file_entry(a) == {"path": str(a), "lines": 2, "sha256": hashlib.sha256(b"x y\nz\n").hexdigest()}
+    assert cm.file_entry(b)["lines"] == 2 and cm.file_entry(b)["sha256"] != cm.file_entry(a)["sha256"]
+    assert cm.file_entry(write(tmp_path / "e", ""))["lines"] == 0
+
+
+def test_manifest_round_trip_and_corpus_fingerprint(tmp_path):
+    manifest, raw = _manifest(tmp_path)
+    d = tmp_path / "bin"
+    d.mkdir()
+    cm.write(d, manifest)
+    assert cm.read(str(d)) == manifest and cm.read(f"{d}:{tmp_path}") == manifest  # a:b reads a
+    assert cm.read(str(tmp_path)) is None
+    assert cm.transforms(str(d)) == {"tokenize": "moses", "lowercase": True, "bpe": "none"}
+    assert manifest["splits"]["valid"]["en"]["lines"] == 4
+    # the fingerprint is the training text's, whatever the paths or the other splits
+    moved = tmp_path / "moved"
+    shutil.copytree(raw, moved)
+    other = cm.build({"train": {"de": str(moved / "train.de"), "en": str(moved / "train.en")}}, ["de", "en"], {})
+    assert other["corpus"] == manifest["corpus"]
+    write(moved / "train.en", "a dog runs 0\n")
+    assert cm.build({"train": {"de": str(moved / "train.de"), "en": str(moved / "train.en")}}, ["de", "en"],
+                    {})["corpus"] != manifest["corpus"]
+    assert cm.matches(manifest, manifest["splits"]["valid"]["en"]["sha256"]) == [("valid", "en")]
+
+
+def test_a_damaged_manifest_is_one_line(tmp_path):
+    write(tmp_path / "corpus.json", "{not json")
+    with pytest.raises(cm.CorpusManifestError, match=r"corpus.json: not a readable corpus manifest"):
+        cm.read(str(tmp_path))
+    write(tmp_path / "corpus.json", "[1, 2]")
+    with pytest.raises(cm.CorpusManifestError, match=r"corpus.json: not a corpus manifest"):
+        cm.read(str(tmp_path))
+
+
+# ------------------------------------------------------------------------------------------------
+# a reference for generate.sh's hypotheses: check_reference
+# ------------------------------------------------------------------------------------------------
+def _generated(tmp_path, subset="test"):
+    manifest, raw = _manifest(tmp_path)
+    data = tmp_path / "bin"
+    data.mkdir()
+    cm.write(data, manifest)
+    out = tmp_path / "out"
+    out.mkdir()
+    hyp = write(out / "hyp.txt", "".join(f"{t}\n" for t in EN))
+    record = cm.gen_record(str(data), subset, {"hyp.txt": str(hyp)})
+    write(out / "gen.json", json.dumps(record))
+    return hyp, raw, data
+
+
+@pytest.mark.parametrize("ref, side", [("valid.en", "the valid split's English side"),
+                                       ("train.en", "the train split's English side"),
+                                       ("test.de", "the test split's German side")])
+def test_a_reference_of_another_split_or_side_is_an_error(tmp_path, ref, side):
+    hyp, raw, data = _generated(tmp_path)
+    with pytest.raises(cm.CorpusManifestError) as e:
+        cm.check_reference(str(hyp), str(raw / ref), lowercase=True)
+    assert str(e.value) == (f"--ref {raw / ref} is {side} of {data}, but --hyp {hyp} translates test into English "
+                            f"(generate.sh --subset test): give {raw / 'test.en'}")
+
+
+def test_the_right_reference_passes_and_an_unknown_one_gets_a_note(tmp_path):
+    hyp, raw, data = _generated(tmp_path)
+    assert cm.check_reference(str(hyp), str(raw / "test.en"), lowercase=True) == []
+    copy = tmp_path / "out" / "ref.txt"  # generate.sh --ref copies the reference: the same content
+    shutil.copy(raw / "test.en", copy)
+    assert cm.check_reference(str(hyp), str(copy), lowercase=True) == []
+    own = write(tmp_path / "detok.en", "".join(f"{t.capitalize()}.\n" for t in EN))
+    assert cm.check_reference(str(hyp), str(own), lowercase=True) == [
+        f"--ref {own} is none of the raw files {data} was made from (corpus.json): scored as given (the reference "
+        f"of test is {raw / 'test.en'})"]
+    # the corpus was lowercased: cased BLEU gets a note
+    assert cm.check_reference(str(hyp), str(raw / "test.en")) == [
+        f"{hyp} was generated from lowercased text (preprocess.sh --lowercase): BLEU against a cased reference is "
+        "low; add --lowercase for case-insensitive BLEU"]
+
+
+def test_hypotheses_without_a_record_are_not_checked(tmp_path):
+    hyp, raw, _ = _generated(tmp_path)
+    edited = write(tmp_path / "out" / "hyp.txt", "edited\n" * 4)  # no longer the file gen.json lists
+    assert cm.check_reference(str(edited), str(raw / "valid.en")) == []
+    elsewhere = write(tmp_path / "hyp2.txt", "x\n" * 4)
+    assert cm.check_reference(str(elsewhere), str(raw / "valid.en")) == []
+
+
+def test_check_ref_command_line(tmp_path):
+    hyp, raw, data = _generated(tmp_path)
+    code, err = run(*MANIFEST_CLI, "--prog", "score.py", "check-ref", "--hyp", hyp, "--ref", raw / "valid.en",
+                    "--lowercase")
+    assert code == 2 and err == (f"score.py: error: --ref {raw / 'valid.en'} is the valid split's English side of "
+                                 f"{data}, but --hyp {hyp} translates test into English (generate.sh --subset test): "
+                                 f"give {raw / 'test.en'}\n")
+    code, err = run(*MANIFEST_CLI, "--prog", "score.py", "check-ref", "--hyp", hyp, "--ref", raw / "test.en",
+                    "--lowercase")
+    assert (code, err) == (0, "")
+
+
+# ------------------------------------------------------------------------------------------------
+# a recipe's --save-dir: run.json
+# ------------------------------------------------------------------------------------------------
+def test_save_dir_records_its_row_and_data(tmp_path):
+    save, data, other = tmp_path / "ck", tmp_path / "bin", tmp_path / "bin2"
+    assert cm.claim_run(str(save), "table1_a", str(data)) is True
+    assert json.loads((save / "run.json").read_text())["row"] == "table1_a"
+    assert cm.claim_run(str(save), "table1_a", str(data)) is False  # resuming the same run
+    with pytest.raises(cm.CorpusManifestError) as e:
+        cm.claim_run(str(save), "table1_b", str(data))
+    assert str(e.value) == (f"--save-dir {save} holds a run of row table1_a, not table1_b (its run.json): resuming "
+                            "there would mix them; give another --save-dir, or the row and --data it was started with")
+    with pytest.raises(cm.CorpusManifestError, match=f"holds a run of --data {data}, not {other}"):
+        cm.claim_run(str(save), "table1_a", str(other))
+    code, err = run(*MANIFEST_CLI, "--prog", "dpn_s2s.sh", "claim", save, "--row", "table1_b", "--data", data)
+    assert code == 2 and err.startswith(f"dpn_s2s.sh: error: --save-dir {save} holds a run of row table1_a, not "
+                                        "table1_b") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# fairseq-preprocess run directly: blank lines
+# ------------------------------------------------------------------------------------------------
+def _fairseq_preprocess(tmp_path, *args):
+    from contract_lib import console_script
+
+    return run(console_script("fairseq-preprocess"), "--user-dir", REPO / "fairseq_local", "--workers", "1",
+               "--destdir", tmp_path / "bin", *args)
+
+
+def test_fairseq_preprocess_one_blank_side_is_an_error(tmp_path):
+    train = _raw(tmp_path, "train", ["ein hund", "", "zwei", ""], ["a dog", "a cat", "two", "x"])
+    code, err = _fairseq_preprocess(tmp_path, "-s", "de", "-t", "en", "--trainpref", train, "--validpref", train)
+    assert_one_line(code, err, f"fairseq-preprocess: error: {train}.de:2: blank line, but line 2 of {train}.en has "
+                               "text (and 1 more such pairs, lines 4)", leftovers=[tmp_path / "bin" / "dict.de.txt"])
+    assert code == 2
+
+
+def _warnings(err):
+    return [line.split("preprocess_input:", 1)[-1] for line in err.splitlines() if "without a word" in line]
+
+
+def test_fairseq_preprocess_blank_pairs_and_lm_lines_warn_once_per_file(tmp_path):
+    train = _raw(tmp_path, "train", ["ein hund", "", "zwei"], ["a dog", " ", "two"])
+    valid = _raw(tmp_path, "valid", ["ein hund"], ["a dog"])
+    code, err = _fairseq_preprocess(tmp_path, "-s", "de", "-t", "en", "--trainpref", train, "--validpref", valid)
+    assert code == 0, err[-2000:]
+    assert _warnings(err) == [
+        f"{train}.de, {train}.en: 1 pairs blank on both sides (lines 2) are binarized as sentences without a word "
+        "(only </s>); remove them from both files if they are not meant"]
+    lm = write(tmp_path / "lm.txt", "one\n\ntwo\n\nthree\n")
+    code, err = _fairseq_preprocess(tmp_path / "lm", "--only-source", "--trainpref", lm, "--validpref", lm)
+    assert code == 0, err[-2000:]
+    assert _warnings(err) == [
+        f"{lm}: 2 blank lines (lines 2, 4) are binarized as sentences without a word (only </s>), as fairseq's LM "
+        "recipes keep paragraph breaks; remove them if they are not meant"]
+
+
+def test_fairseq_preprocess_clean_text_says_nothing(tmp_path):
+    train = _raw(tmp_path, "train", DE, EN)
+    code, err = _fairseq_preprocess(tmp_path, "-s", "de", "-t", "en", "--trainpref", train, "--validpref", train)
+    assert code == 0 and _warnings(err) == [] and (tmp_path / "bin" / "train.de-en.de.bin").is_file()
+
+
+# ------------------------------------------------------------------------------------------------
+# a checkpoint of another corpus whose dictionaries match: a warning naming both
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_corpora(tmp_path_factory):
+    """One binarized corpus, copied: the copy's corpus.json says it was made from other text (its
+    dictionaries are the same).  A tiny lstm trained 1 update on the first."""
+    from contract_lib import console_script, make_translation_data
+
+    tmp = tmp_path_factory.mktemp("two_corpora")
+    data, _ = make_translation_data(tmp, n_train=24, n_valid=8)
+    raw = tmp / "raw"
+    files = {s: {lang: str(raw / f"{s}.{lang}") for lang in ("src", "tgt")} for s in ("train", "valid", "test")}
+    cm.write(data, cm.build(files, ["src", "tgt"], {"tokenize": "none", "bpe": "none"}))
+    other = tmp / "other"
+    shutil.copytree(data, other)
+    files["train"] = {"src": str(raw / "valid.src"), "tgt": str(raw / "valid.tgt")}
+    cm.write(other, cm.build(files, ["src", "tgt"], {"tokenize": "none", "bpe": "none"}))
+    code, err = run(console_script("fairseq-train"), data, "--user-dir", REPO / "fairseq_local", *TINY_LSTM,
+                    "--optimizer", "adam", "--lr", "0.01", "--max-update", "1", "--cpu", "--max-tokens", "500",
+                    "--save-dir", tmp / "ck", "--no-epoch-checkpoints", "--num-workers", "0")
+    assert code == 0, err[-2000:]
+    return tmp / "ck" / "checkpoint_last.pt", data, other
+
+
+def _load(path, data, caplog):
+    from fairseq import checkpoint_utils, options, tasks
+
+    parser = options.get_generation_parser()
+    args = options.parse_args_and_arch(parser, [str(data), "--path", str(path), "--user-dir",
+                                                str(REPO / "fairseq_local"), "--cpu"])
+    task = tasks.setup_task(args)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        checkpoint_utils.load_model_ensemble_and_task([str(path)], task=task)
+    return [r.getMessage() for r in caplog.records if "corpus" in r.getMessage()]
+
+
+def test_checkpoint_stores_its_corpus(two_corpora):
+    import torch
+
+    path, data, _ = two_corpora
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    assert state["extra_state"]["corpus"] == {"data": str(data), "fingerprint": cm.read(str(data))["corpus"]}
+
+
+def test_decoding_with_another_corpus_warns_naming_both(two_corpora, caplog):
+    from fairseq_local.patches import dictionary_fingerprint
+
+    path, data, other = two_corpora
+    dictionary_fingerprint._WARNED.clear()
+    assert _load(path, data, caplog) == []  # its own corpus: nothing
+    here, there = cm.read(str(data))["corpus"], cm.read(str(other))["corpus"]
+    assert _load(path, other, caplog) == [
+        f"{path} was trained on another corpus ({data}, corpus {here[:12]}) than {other} was made from (corpus "
+        f"{there[:12]}): their dictionaries match, so it runs, but check that this is the data directory you mean"]
+    assert _load(path, other, caplog) == []  # once per checkpoint and data directory
+
+
+def test_resuming_with_another_corpus_warns(two_corpora, tmp_path):
+    import subprocess
+
+    from contract_lib import console_script
+    from test_bad_inputs import ENV
+
+    path, data, other = two_corpora
+    cmd = [console_script("fairseq-train"), other, "--user-dir", REPO / "fairseq_local", *TINY_LSTM,
+           "--optimizer", "adam", "--lr", "0.01", "--max-update", "2", "--cpu", "--max-tokens", "500",
+           "--save-dir", tmp_path / "ck", "--restore-file", path, "--no-epoch-checkpoints", "--num-workers", "0"]
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV, timeout=300)
+    err = proc.stdout + proc.stderr  # fairseq-train logs to stdout
+    assert proc.returncode == 0, err[-2000:]
+    assert f"{path} was trained on another corpus ({data}" in err and f"than {other} was made from" in err
