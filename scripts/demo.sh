@@ -25,20 +25,9 @@
 # every operation, and on an oversubscribed CPU the other is usually descheduled).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-out="$REPO_ROOT/demo_out" arch="${DEMO_ARCH:-mc_rnn_demo}" max_update=700 minutes=60 ntrain=6000 ntest=300 seed=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --out) need_val "$@"; out=$2; shift 2 ;;
-    --arch) need_val "$@"; arch=$2; shift 2 ;;
-    --max-update) need_val "$@"; max_update=$2; shift 2 ;;
-    --minutes) need_val "$@"; minutes=$2; shift 2 ;;
-    --train-size) need_val "$@"; ntrain=$2; shift 2 ;;
-    --test-size) need_val "$@"; ntest=$2; shift 2 ;;
-    --seed) need_val "$@"; seed=$2; shift 2 ;;
-    *) die "unknown option '$1' (see -h)" ;;
-  esac
-done
+opt --out out "$REPO_ROOT/demo_out"; opt --arch arch "${DEMO_ARCH:-mc_rnn_demo}"; opt --max-update max_update 700
+opt --minutes minutes 60; opt --train-size ntrain 6000; opt --test-size ntest 300; opt --seed seed 1
+parse_options "$@"
 [[ "$max_update" =~ ^[1-9][0-9]*$ ]] || die "--max-update must be a positive integer, not '$max_update'"
 [[ "$minutes" =~ ^[0-9]*[.]?[0-9]+$ ]] && [[ "$minutes" =~ [1-9] ]] || die "--minutes must be a positive number, not '$minutes'"
 [[ "$ntrain" =~ ^[1-9][0-9]*$ ]] || die "--train-size must be a positive integer, not '$ntrain'"

@@ -20,26 +20,10 @@
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-data="" path="" out="" subset=test beam=5 lenpen=1.0 task=translation bpe=auto detok=none lang=en bs=64 ref="" extra=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --data) need_val "$@"; data=$2; shift 2 ;;
-    --path) need_val "$@"; path=$2; shift 2 ;;
-    --out) need_val "$@"; out=$2; shift 2 ;;
-    --subset) need_val "$@"; subset=$2; shift 2 ;;
-    --beam) need_val "$@"; beam=$2; shift 2 ;;
-    --lenpen) need_val "$@"; lenpen=$2; shift 2 ;;
-    --task) need_val "$@"; task=$2; shift 2 ;;
-    --bpe) need_val "$@"; bpe=$2; shift 2 ;;
-    --detok) need_val "$@"; detok=$2; shift 2 ;;
-    --lang) need_val "$@"; lang=$2; shift 2 ;;
-    --batch-size) need_val "$@"; bs=$2; shift 2 ;;
-    --ref) need_val "$@"; ref=$2; shift 2 ;;
-    --) shift; extra=("$@"); break ;;
-    *) die "unknown option '$1' (see -h; fairseq options go after --)" ;;
-  esac
-done
+opt --data data; opt --path path; opt --out out; opt --subset subset test; opt --beam beam 5
+opt --lenpen lenpen 1.0; opt --task task translation; opt --bpe bpe auto; opt --detok detok none; opt --lang lang en
+opt --batch-size bs 64; opt --ref ref; rest_args extra "fairseq options go after --"
+parse_options "$@"
 [ -n "$data" ] || die "--data is required"; need_dir "$data" "--data"
 [ -n "$path" ] || die "--path is required"
 IFS=: read -r -a ckpts <<<"$path"; for c in "${ckpts[@]}"; do need_file "$c" "checkpoint"; done

@@ -25,29 +25,11 @@
 # place only when complete.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-src="" tgt="" train="" valid="" test="" dest="" bpe=sentencepiece size=8000 joint=1 tok=none lower=0
-nwords=-1 workers=2 force=0 lm=0 size_given=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --src) need_val "$@"; src=$2; shift 2 ;;
-    --tgt) need_val "$@"; tgt=$2; shift 2 ;;
-    --train) need_val "$@"; train=$2; shift 2 ;;
-    --valid) need_val "$@"; valid=$2; shift 2 ;;
-    --test) need_val "$@"; test=$2; shift 2 ;;
-    --destdir) need_val "$@"; dest=$2; shift 2 ;;
-    --bpe) need_val "$@"; bpe=$2; shift 2 ;;
-    --bpe-size) need_val "$@"; size=$2; size_given=1; shift 2 ;;
-    --separate-bpe) joint=0; shift ;;
-    --tokenize) need_val "$@"; tok=$2; shift 2 ;;
-    --lowercase) lower=1; shift ;;
-    --nwords) need_val "$@"; nwords=$2; shift 2 ;;
-    --workers) need_val "$@"; workers=$2; shift 2 ;;
-    --force) force=1; shift ;;
-    --lm) lm=1; shift ;;
-    *) die "unknown option '$1' (see -h)" ;;
-  esac
-done
+opt --src src; opt --tgt tgt; opt --train train; opt --valid valid; opt --test test; opt --destdir dest
+opt --bpe bpe sentencepiece; opt --bpe-size size 8000; flag --separate-bpe joint 0 1; opt --tokenize tok none
+flag --lowercase lower; opt --nwords nwords -1; opt --workers workers 2; flag --force force; flag --lm lm
+parse_options "$@"
+size_given=0; if given --bpe-size; then size_given=1; fi
 [ -n "$train" ] || die "--train is required"
 [ -n "$valid" ] || die "--valid is required"
 [ -n "$dest" ] || die "--destdir is required"

@@ -15,23 +15,11 @@
 # unchanged (e.g. -- --max-epoch 20 --lr 1e-3 --optimizer adam).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
-data="" save="" arch="" config="" task=translation prec="" gpus="" cpu=0 extra=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --data) need_val "$@"; data=$2; shift 2 ;;
-    --save-dir) need_val "$@"; save=$2; shift 2 ;;
-    --arch) need_val "$@"; arch=$2; shift 2 ;;
-    --config) need_val "$@"; config=$2; shift 2 ;;
-    --task) need_val "$@"; task=$2; shift 2 ;;
-    --fp16) prec=fp16; shift ;;
-    --bf16) prec=bf16; shift ;;
-    --gpus) need_val "$@"; gpus=$2; shift 2 ;;
-    --cpu) cpu=1; shift ;;
-    --) shift; extra=("$@"); break ;;
-    *) die "unknown option '$1' (see -h; fairseq options go after --)" ;;
-  esac
-done
+opt --data data; opt --save-dir save; opt --arch arch; opt --config config; opt --task task translation
+flag --fp16 prec fp16 ""; flag --bf16 prec bf16 ""; opt --gpus gpus; flag --cpu cpu
+rest_args extra "fairseq options go after --"
+parse_options "$@"
+! given --fp16 || ! given --bf16 || die "--fp16 and --bf16 are exclusive"
 [ -n "$data" ] || die "--data is required"
 need_dir "$data" "--data"
 [ -n "$save" ] || die "--save-dir is required"

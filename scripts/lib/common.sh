@@ -12,6 +12,8 @@ same_lines() {  # same_lines FILE_A FILE_B: error unless both have the same numb
   [ "$a" -eq "$b" ] || die "line counts differ: $1 has $a lines, $2 has $b"
 }
 usage_from_header() { sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+# shellcheck source=options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/options.sh"  # opt, flag, ..., parse_options
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 USER_DIR="$REPO_ROOT/fairseq_local"
 activate_env() {  # use .venv when the caller has no fairseq on PATH
@@ -176,3 +178,5 @@ set_small() {
   SMALL_GEN=(--beam 2 --max-len-a 0 --max-len-b 16)
 }
 if [ "${SMALL:-0}" = 1 ]; then set_small; fi
+# shellcheck source=recipe.sh
+source "$(dirname "${BASH_SOURCE[0]}")/recipe.sh"  # run_options, start_row, train_and_translate, ...
