@@ -12,16 +12,22 @@
 #   DIR/ref.txt      with --ref: a copy of RAW_REFERENCE, the split's raw target text (e.g. raw/test.en),
 #                    the reference of detokenized BLEU: score.sh --hyp DIR/hyp.txt --ref DIR/ref.txt
 #   DIR/generate-SUBSET.txt  fairseq-generate's log
+#   DIR/gen.json     what these hypotheses translate: BIN_DIR, SUBSET, its languages and (from BIN_DIR/corpus.json,
+#                    written by preprocess.sh) its raw target file; score.sh refuses a --ref that is another
+#                    split's or the source side's raw file
 # Every sentence of the split must get a hypothesis: when fairseq-generate returns fewer (e.g.
 # --skip-invalid-size-inputs-valid-test skipped sentences longer than the model's positions: the
 # error says which and how to raise the limits) it fails and DIR is left as it was; so does a
 # --ref whose line count is not the split's.
 # A full disk is one line naming the file; DIR is left as it was (everything is written beside it first).
-# --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model).
+# A full disk, or an --out that cannot be created (read-only, under a file), is one line naming --out.
+# --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model);
+# --detok to moses when BIN_DIR/corpus.json says the corpus was Moses-tokenized, and --lang to its
+# target language (else en).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 opt --data data; opt --path path; opt --out out; opt --subset subset test; opt --beam beam 5
-opt --lenpen lenpen 1.0; opt --task task translation; opt --bpe bpe auto; opt --detok detok none; opt --lang lang en
+opt --lenpen lenpen 1.0; opt --task task translation; opt --bpe bpe auto; opt --detok detok auto; opt --lang lang
 opt --batch-size bs 64; opt --ref ref; rest_args extra "fairseq options go after --"
 parse_options "$@"
 [ -n "$data" ] || die "--data is required"; need_dir "$data" "--data"
@@ -33,8 +39,11 @@ IFS=: read -r -a ckpts <<<"$path"; for c in "${ckpts[@]}"; do need_file "$c" "ch
 if [ "$bpe" = auto ]; then bpe=$(bpe_kind "$data"); fi
 case "$bpe" in sentencepiece|subword-nmt|none) mapfile -t rm_bpe < <(remove_bpe_args "$bpe") ;;
   *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
-case "$detok" in moses|none) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
+case "$detok" in moses|none|auto) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
+corpus_get() { python -m fairseq_local_repro.text.corpus_manifest --prog generate.sh get "${data%%:*}" "$1"; }
+if [ "$detok" = auto ]; then detok=$(corpus_get tokenize) || exit 2; [ "$detok" = moses ] || detok=none; fi
+if [ -z "$lang" ]; then lang=$(corpus_get target_lang) || exit 2; lang=${lang:-en}; fi
 if [ -n "$ref" ]; then python -m fairseq_local_repro.text.text_input generate.sh "$ref" || exit 2; fi
 cpu=(); python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" || cpu=(--cpu)
 # the split's size, from the binarized source side fairseq-generate reads (first data path)
@@ -72,10 +81,12 @@ tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 say "generating $subset ($n_split sentences) with beam $beam into $out"
 # fairseq-generate's stderr is shown and kept: the cause of sentences it skipped is only there
-mkdir -p "$tmp"
+make_dir "$tmp" "--out $out"
 { fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --gen-subset "$subset" \
   --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" "${rm_bpe[@]}" --results-path "$tmp" \
-  "${cpu[@]}" "${extra[@]}" 2>&1 1>&3 | tee "$tmp/stderr" >&2; } 3>&1
+  "${cpu[@]}" "${extra[@]}" 2>&1 1>&3 | tee "$tmp/stderr" >&2; } 3>&1 || { rc=$?
+  ! full_disk "$tmp" || die "$out: no space left on device (writing $tmp, beside it; $out was left as it was)"
+  exit "$rc"; }
 # one line per sentence id 0..n_split-1, or a one-line error when generation lost sentences
 skipped=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) samples have invalid sizes and will be skipped, max_positions=\(.*\), first few sample ids=\[\([0-9, ]*\)\].*/\1|\2|\3/p' "$tmp/stderr" | tail -1)
 if [ -n "$skipped" ]; then
@@ -94,7 +105,10 @@ post() { if [ "$detok" = moses ]; then sacremoses -l "$lang" detokenize; else ca
 to_file "$tmp/hyp.txt" "$out/hyp.txt" post <"$tmp/hyp.tok"; mv "$tmp/ref.tok" "$tmp/ref.tok.txt"
 files=("generate-$subset.txt" hyp.txt ref.tok.txt)
 if [ -n "$ref" ]; then to_file "$tmp/ref.txt" "$out/ref.txt" cat "$ref"; files+=(ref.txt); fi
-mkdir -p "$out"
+python -m fairseq_local_repro.text.corpus_manifest --prog generate.sh gen-record "$tmp/gen.json" --data "$data" \
+  --subset "$subset" --output "$tmp/hyp.txt" --output "$tmp/ref.tok.txt" -- "${extra[@]}" || exit 2
+files+=(gen.json)
+make_dir "$out" "--out $out"
 rm -f "$out/ref.txt"  # a reference of an earlier run never stands next to these hypotheses
 for f in "${files[@]}"; do mv "$tmp/$f" "$out/$f"; done
 say "wrote $out/hyp.txt ($(wc -l <"$out/hyp.txt") lines) and $out/ref.tok.txt (the binarized targets: tokenized BLEU only)"

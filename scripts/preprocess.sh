@@ -21,8 +21,10 @@
 # BPE-applied text), and fairseq's DIR/preprocess.log. With sentencepiece the dictionary is the
 # sentencepiece vocabulary (every piece a valid or test sentence can be cut into is in it);
 # otherwise fairseq builds it from the training split. A warning names each split with more
-# than 1% of its tokens replaced by <unk>. Everything is built in DIR.tmp.PID and moved into
-# place only when complete.
+# than 1% of its tokens replaced by <unk>. DIR/corpus.json records what DIR was made from: each
+# split's raw files (path, line count, SHA-256) and the transforms (--tokenize, --lowercase, --bpe
+# and its size); generate.sh, score.sh, the hub and checkpoints check against it. Everything is
+# built in DIR.tmp.PID and moved into place only when complete.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 opt --src src; opt --tgt tgt; opt --train train; opt --valid valid; opt --test test; opt --destdir dest
@@ -197,6 +199,12 @@ for lang, path, toks, pct, unk in log_rates(text):
     if line:
         print(line, file=sys.stderr)
 PY
+# DIR/corpus.json: what DIR was made from (each raw file's path, lines and SHA-256; the transforms)
+manifest=(); for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
+  manifest+=("${splits[$i]}:$l:$(infile "${prefixes[$i]}" "$l")"); done; done
+python -m fairseq_local_repro.text.corpus_manifest --prog preprocess.sh write "$work" \
+  --languages "$(IFS=,; echo "${langs[*]}")" --tokenize "$tok" --lowercase "$lower" --bpe "$bpe" --bpe-size "$size" \
+  --joint "$joint" "${manifest[@]}" || exit 2
 if [ -e "$dest" ]; then rm -rf "$dest.old.$$"; mv "$dest" "$dest.old.$$"; fi
 mv "$work" "$dest"; rm -rf "$dest.old.$$"
 say "done: $dest"

@@ -4,15 +4,21 @@ a reference of another split or side, a checkpoint of another corpus with the sa
 a recipe's --save-dir reused for another row or data directory, text given to the hub without the
 corpus's Moses tokenization; blank lines given to fairseq-preprocess directly; a full disk or a
 read-only folder under generate.sh's output."""
+import hashlib
 import json
 import logging
 import shutil
+import subprocess
 
 import pytest
+import torch
+from fairseq import checkpoint_utils, options, tasks
+from sacremoses import MosesDetokenizer
 
-from contract_lib import REPO
+from contract_lib import REPO, console_script, make_translation_data
 from fairseq_local.data import corpus_manifest as cm
-from test_bad_inputs import TINY_LSTM, assert_one_line, run, write
+from fairseq_local.patches import dictionary_fingerprint
+from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
 
 SCRIPTS = REPO / "scripts"
 MANIFEST_CLI = ["python", "-m", "fairseq_local_repro.text.corpus_manifest"]
@@ -41,8 +47,6 @@ def _manifest(tmp_path, splits=("train", "valid", "test")):
 # the manifest itself
 # ------------------------------------------------------------------------------------------------
 def test_file_entry_counts_lines_and_hashes_bytes(tmp_path):
-    import hashlib
-
     a = write(tmp_path / "a", "x y\nz\n")
     b = write(tmp_path / "b", "x y\nz")  # a last line without newline counts
     assert cm.file_entry(a) == {"path": str(a), "lines": 2, "sha256": hashlib.sha256(b"x y\nz\n").hexdigest()}
@@ -165,8 +169,6 @@ def test_save_dir_records_its_row_and_data(tmp_path):
 # fairseq-preprocess run directly: blank lines
 # ------------------------------------------------------------------------------------------------
 def _fairseq_preprocess(tmp_path, *args):
-    from contract_lib import console_script
-
     return run(console_script("fairseq-preprocess"), "--user-dir", REPO / "fairseq_local", "--workers", "1",
                "--destdir", tmp_path / "bin", *args)
 
@@ -212,8 +214,6 @@ def test_fairseq_preprocess_clean_text_says_nothing(tmp_path):
 def two_corpora(tmp_path_factory):
     """One binarized corpus, copied: the copy's corpus.json says it was made from other text (its
     dictionaries are the same).  A tiny lstm trained 1 update on the first."""
-    from contract_lib import console_script, make_translation_data
-
     tmp = tmp_path_factory.mktemp("two_corpora")
     data, _ = make_translation_data(tmp, n_train=24, n_valid=8)
     raw = tmp / "raw"
@@ -231,8 +231,6 @@ def two_corpora(tmp_path_factory):
 
 
 def _load(path, data, caplog):
-    from fairseq import checkpoint_utils, options, tasks
-
     parser = options.get_generation_parser()
     args = options.parse_args_and_arch(parser, [str(data), "--path", str(path), "--user-dir",
                                                 str(REPO / "fairseq_local"), "--cpu"])
@@ -244,16 +242,12 @@ def _load(path, data, caplog):
 
 
 def test_checkpoint_stores_its_corpus(two_corpora):
-    import torch
-
     path, data, _ = two_corpora
     state = torch.load(path, map_location="cpu", weights_only=False)
     assert state["extra_state"]["corpus"] == {"data": str(data), "fingerprint": cm.read(str(data))["corpus"]}
 
 
 def test_decoding_with_another_corpus_warns_naming_both(two_corpora, caplog):
-    from fairseq_local.patches import dictionary_fingerprint
-
     path, data, other = two_corpora
     dictionary_fingerprint._WARNED.clear()
     assert _load(path, data, caplog) == []  # its own corpus: nothing
@@ -265,11 +259,6 @@ def test_decoding_with_another_corpus_warns_naming_both(two_corpora, caplog):
 
 
 def test_resuming_with_another_corpus_warns(two_corpora, tmp_path):
-    import subprocess
-
-    from contract_lib import console_script
-    from test_bad_inputs import ENV
-
     path, data, other = two_corpora
     cmd = [console_script("fairseq-train"), other, "--user-dir", REPO / "fairseq_local", *TINY_LSTM,
            "--optimizer", "adam", "--lr", "0.01", "--max-update", "2", "--cpu", "--max-tokens", "500",
@@ -278,3 +267,171 @@ def test_resuming_with_another_corpus_warns(two_corpora, tmp_path):
     err = proc.stdout + proc.stderr  # fairseq-train logs to stdout
     assert proc.returncode == 0, err[-2000:]
     assert f"{path} was trained on another corpus ({data}" in err and f"than {other} was made from" in err
+
+
+# ------------------------------------------------------------------------------------------------
+# the pipeline: preprocess.sh writes corpus.json, generate.sh gen.json, score.sh checks its --ref
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pipeline(shared_data, tmp_path_factory):
+    """40/12/12 Multi30k pairs through preprocess.sh --tokenize moses --lowercase --bpe none, a tiny
+    lstm trained 1 update, and generate.sh's output for the test split."""
+    tmp = tmp_path_factory.mktemp("pipeline")
+    raw = tmp / "raw"
+    raw.mkdir()
+    for lang in ("de", "en"):
+        lines = (shared_data / "multi30k-de-en" / f"train.{lang}").read_text(encoding="utf-8").splitlines()
+        for split, (a, b) in {"train": (0, 40), "valid": (40, 52), "test": (52, 64)}.items():
+            write(raw / f"{split}.{lang}", "".join(line + "\n" for line in lines[a:b]))
+    data = tmp / "bin"
+    code, err = run("bash", SCRIPTS / "preprocess.sh", "--src", "de", "--tgt", "en", "--train", raw / "train",
+                    "--valid", raw / "valid", "--test", raw / "test", "--destdir", data, "--bpe", "none",
+                    "--tokenize", "moses", "--lowercase", "--workers", "1")
+    assert code == 0, err[-2000:]
+    code, err = run(console_script("fairseq-train"), data, "--user-dir", REPO / "fairseq_local", *TINY_LSTM,
+                    "--optimizer", "adam", "--lr", "0.01", "--max-update", "1", "--cpu", "--max-tokens", "2000",
+                    "--save-dir", tmp / "ck", "--no-epoch-checkpoints", "--num-workers", "0")
+    assert code == 0, err[-2000:]
+    out = tmp / "out"
+    code, err = run("bash", SCRIPTS / "generate.sh", "--data", data, "--path", tmp / "ck" / "checkpoint_last.pt",
+                    "--out", out, "--beam", "1", "--", "--max-len-b", "5")
+    assert code == 0, err[-2000:]
+    return raw, data, out
+
+
+def test_preprocess_sh_writes_the_corpus_manifest(pipeline):
+    raw, data, _ = pipeline
+    manifest = json.loads((data / "corpus.json").read_text(encoding="utf-8"))
+    assert manifest["languages"] == ["de", "en"]
+    assert manifest["transforms"] == {"tokenize": "moses", "lowercase": True, "bpe": "none", "bpe_size": None,
+                                      "joint_bpe": False}
+    assert sorted(manifest["splits"]) == ["test", "train", "valid"]
+    entry = manifest["splits"]["valid"]["en"]
+    text = (raw / "valid.en").read_bytes()
+    assert entry == {"path": str(raw / "valid.en"), "lines": 12, "sha256": hashlib.sha256(text).hexdigest()}
+    assert manifest["corpus"] == cm.corpus_fingerprint(manifest)
+    assert not list(data.parent.glob("bin.tmp.*"))
+
+
+def test_generate_sh_records_its_split_and_detokenizes_as_the_corpus(pipeline):
+    raw, data, out = pipeline
+    record = json.loads((out / "gen.json").read_text(encoding="utf-8"))
+    assert (record["data"], record["subset"], record["source_lang"], record["target_lang"]) == (
+        str(data), "test", "de", "en")
+    assert record["target"]["path"] == str(raw / "test.en")
+    assert record["outputs"]["hyp.txt"] == hashlib.sha256((out / "hyp.txt").read_bytes()).hexdigest()
+    # the corpus was Moses-tokenized: the hypotheses are Moses-detokenized (--detok moses by default)
+    log = [line.split("\t") for line in (out / "generate-test.txt").read_text(encoding="utf-8").splitlines()]
+    best = dict((int(f[0][2:]), f[2]) for f in log if f[0].startswith("H-"))
+    detok = MosesDetokenizer(lang="en")
+    want = [detok.detokenize(best[i].split()) for i in range(12)]
+    assert (out / "hyp.txt").read_text(encoding="utf-8").splitlines() == want
+    got = subprocess.run([*MANIFEST_CLI, "get", str(data), "tokenize"], capture_output=True, text=True, env=ENV)
+    assert got.stdout == "moses\n"  # what generate.sh's --detok defaults to
+
+
+@pytest.mark.parametrize("ref, side", [("valid.en", "the valid split's English side"),
+                                       ("test.de", "the test split's German side")])
+def test_score_sh_refuses_a_reference_of_another_split(pipeline, ref, side):
+    raw, data, out = pipeline
+    code, err = run("bash", SCRIPTS / "score.sh", "--hyp", out / "hyp.txt", "--ref", raw / ref, "--lowercase")
+    line = assert_one_line(code, err, f"--ref {raw / ref} is {side} of {data}, but --hyp {out / 'hyp.txt'} "
+                                      f"translates test into English")
+    assert code == 2 and line.endswith(f"give {raw / 'test.en'}")
+
+
+def test_score_sh_accepts_the_right_reference_and_notes_an_unknown_one(pipeline, tmp_path):
+    raw, _, out = pipeline
+    code, err = run("bash", SCRIPTS / "score.sh", "--hyp", out / "hyp.txt", "--ref", raw / "test.en", "--lowercase")
+    assert code == 0 and "note" not in err, err
+    own = write(tmp_path / "mine.en", (raw / "test.en").read_text(encoding="utf-8").replace("A ", "One "))
+    code, err = run("bash", SCRIPTS / "score.sh", "--hyp", out / "hyp.txt", "--ref", own, "--lowercase")
+    assert code == 0 and f"note: --ref {own} is none of the raw files" in err, err
+    code, err = run("bash", SCRIPTS / "score.sh", "--hyp", out / "hyp.txt", "--ref", raw / "test.en")
+    assert code == 0 and "add --lowercase for case-insensitive BLEU" in err, err
+
+
+def test_score_sh_line_count_still_checked(pipeline, tmp_path):
+    raw, _, out = pipeline
+    short = write(tmp_path / "short.en", "a dog\n")
+    code, err = run("bash", SCRIPTS / "score.sh", "--hyp", out / "hyp.txt", "--ref", short)
+    assert_one_line(code, err, f"{short} has 1 lines but {out / 'hyp.txt'} has 12")
+
+
+# ------------------------------------------------------------------------------------------------
+# generate.sh's folders: a full disk, a read-only folder, a file in the way
+# ------------------------------------------------------------------------------------------------
+COMMON = REPO / "scripts" / "lib" / "common.sh"
+
+
+def _shim(tmp_path, name, body):
+    """A command ``name`` on PATH that runs ``body`` (sh) instead of the real one."""
+    shim = tmp_path / "shim"
+    shim.mkdir(exist_ok=True)
+    path = write(shim / name, "#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return shim
+
+
+@pytest.mark.parametrize("failure, line", [
+    ("No space left on device", "--out OUT: no space left on device (cannot create DIR)"),
+    ("Disk quota exceeded", "--out OUT: disk quota exceeded (cannot create DIR)"),
+    ("Read-only file system", "--out OUT: read-only file system (cannot create DIR)"),
+    ("Permission denied", "--out OUT: permission denied (cannot create DIR)"),
+])
+def test_make_dir_is_one_line_naming_the_destination(tmp_path, failure, line):
+    shim = _shim(tmp_path, "mkdir", f"echo \"mkdir: cannot create directory 'DIR': {failure}\" >&2; exit 1")
+    code, err = run("bash", "-c", f"PATH={shim}:$PATH; source {COMMON}; make_dir DIR '--out OUT'; echo reached")
+    assert (code, err) == (2, f"bash: error: {line}\n")
+
+
+def test_make_dir_under_a_file_and_full_disk(tmp_path):
+    afile = write(tmp_path / "afile", "x")
+    code, err = run("bash", "-c", f"source {COMMON}; make_dir {afile}/out '--out {afile}/out'")
+    assert (code, err) == (2, f"bash: error: --out {afile}/out: cannot create {afile}/out: a file stands in its path\n")
+    code, err = run("bash", "-c", f"source {COMMON}; make_dir {tmp_path}/a/b X && test -d {tmp_path}/a/b")
+    assert (code, err) == (0, "")
+    full = _shim(tmp_path, "df", "printf 'Filesystem 1024-blocks Used Available Capacity Mounted\\nfs 100 100 0 100%% /\\n'")
+    code, _ = run("bash", "-c", f"PATH={full}:$PATH; source {COMMON}; full_disk {tmp_path}/not/yet")
+    assert code == 0
+    code, _ = run("bash", "-c", f"source {COMMON}; full_disk {tmp_path}")
+    assert code == 1
+
+
+def test_generate_sh_out_that_cannot_be_created(pipeline, tmp_path):
+    _, data, out = pipeline
+    afile = write(tmp_path / "afile", "x")
+    code, err = run("bash", SCRIPTS / "generate.sh", "--data", data, "--path", out.parent / "ck" / "checkpoint_last.pt",
+                    "--out", afile / "out", "--beam", "1", "--", "--max-len-b", "5")
+    assert_one_line(code, err, f"generate.sh: error: --out {afile}/out: cannot create {afile}/out.tmp.")
+    assert afile.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_generate_sh_full_disk_while_generating(pipeline, tmp_path):
+    """tee cannot write fairseq-generate's messages (the disk filled up): one line naming --out, the
+    earlier output left as it was, no temporary folder."""
+    _, data, out = pipeline
+    shim = _shim(tmp_path, "tee", "cat >/dev/null; echo \"tee: $1: No space left on device\" >&2; exit 1")
+    shim = _shim(tmp_path, "df", "printf 'Filesystem 1024-blocks Used Available Capacity Mounted\\nfs 100 100 0 100%% /\\n'")
+    dest = tmp_path / "out"
+    dest.mkdir()
+    write(dest / "hyp.txt", "earlier\n")
+    env_path = f"{shim}:{ENV['PATH']}"
+    code, err = run("env", f"PATH={env_path}", "bash", SCRIPTS / "generate.sh", "--data", data, "--path",
+                    out.parent / "ck" / "checkpoint_last.pt", "--out", dest, "--beam", "1", "--", "--max-len-b", "5")
+    assert_one_line(code, err, f"generate.sh: error: {dest}: no space left on device (writing {dest}.tmp.")
+    assert code == 2 and (dest / "hyp.txt").read_text() == "earlier\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "shim"]
+
+
+# ------------------------------------------------------------------------------------------------
+# a recipe's --save-dir: claim_save_dir (train_row)
+# ------------------------------------------------------------------------------------------------
+def test_claim_save_dir_in_the_shell(tmp_path):
+    save, data = tmp_path / "ck", tmp_path / "bin"
+    cmd = f"source {COMMON}; claim_save_dir {save} table1_x {data} && claim_save_dir {save} table1_x {data}"
+    assert run("bash", "-c", cmd) == (0, "")
+    code, err = run("bash", "-c", f"source {COMMON}; claim_save_dir {save} table1_y {tmp_path}/other; echo reached")
+    assert code == 2 and err == (f"bash: error: --save-dir {save} holds a run of row table1_x, not table1_y and --data "
+                                 f"{data}, not {tmp_path}/other (its run.json): resuming there would mix them; give "
+                                 "another --save-dir, or the row and --data it was started with\n")

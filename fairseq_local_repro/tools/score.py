@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Score hypotheses against one or more references: sacrebleu BLEU (with its signature) and
 optionally ROUGE-1/2/L F1 (rouge-score), case-insensitive on request, multi-reference.
 
@@ -17,7 +16,10 @@ only binarized or BPE-applied text holds (fairseq's ``<<unk>>``/``<unk>``, subwo
 sentencepiece's ``\u2581``), or that the pipeline itself names as tokenized (``*.tok``,
 ``*.tok.txt``: scripts/generate.sh's ``ref.tok.txt``), is refused with one line; score such a file
 with ``--tokenize none`` (labelled tokenized) or pass the raw reference.  A hypothesis with BPE
-marks left in is refused too (BPE was not removed).
+marks left in is refused too (BPE was not removed).  Hypotheses written by scripts/generate.sh
+(listed in the ``gen.json`` beside them) are checked against the corpus they translate: a reference
+that is the raw file of another split or of the source side (``corpus.json`` of the data directory)
+is refused with one line naming both; a reference the corpus does not know is scored with a note.
 """
 import argparse
 import os
@@ -163,10 +165,27 @@ def write_scores(path, s):
         fail(str(e))
 
 
+def check_corpus(hyp_path, ref_paths, lowercase):
+    """Hypotheses of scripts/generate.sh (its ``gen.json`` beside them) against a reference that is
+    another split's or the source side's raw file of their corpus (``corpus.json``): one line naming
+    both; a reference the corpus does not know, or cased BLEU of a lowercased corpus: a note
+    (:func:`fairseq_local.data.corpus_manifest.check_reference`)."""
+    manifest = plugin_module("data.corpus_manifest")
+    notes = []
+    for path in ref_paths:
+        try:
+            notes += [n for n in manifest.check_reference(hyp_path, path, lowercase) if n not in notes]
+        except manifest.CorpusManifestError as err:
+            fail(str(err))
+    for note in notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+
+
 def score_files(a):
     """The scores of the parsed command line ``a`` (also written to ``--json``), printed; returns them."""
     hyps, refs = read_inputs(a.hyp, a.ref)
     check_raw(a.hyp, hyps, a.ref, refs, a.tokenize)
+    check_corpus(a.hyp, a.ref, a.lowercase)
     s = score(hyps, refs, a.lowercase, a.tokenize, a.rouge)
     s["nrefs"] = len(refs)
     if a.json:

@@ -103,6 +103,26 @@ to_file() {  # to_file FILE NAME CMD...: CMD's output into FILE; a full disk is 
                  *"Disk quota exceeded"*) die "$name: disk quota exceeded" ;; esac
   [ -z "$err" ] || printf '%s\n' "$err" >&2; exit 1
 }
+make_dir() {  # make_dir DIR NAME: mkdir -p DIR; a full disk, a read-only file system, no permission or a file
+  #   in the way is one line naming NAME (the option or the destination DIR is for)
+  local err; err=$(mkdir -p "$1" 2>&1) && return 0
+  case "$err" in *"No space left on device"*) die "$2: no space left on device (cannot create $1)" ;;
+                 *"Disk quota exceeded"*) die "$2: disk quota exceeded (cannot create $1)" ;;
+                 *"Read-only file system"*) die "$2: read-only file system (cannot create $1)" ;;
+                 *"Permission denied"*) die "$2: permission denied (cannot create $1)" ;;
+                 *"Not a directory"*|*"File exists"*) die "$2: cannot create $1: a file stands in its path" ;; esac
+  die "$2: cannot create $1 (${err##*: })"
+}
+full_disk() {  # full_disk PATH: true when the file system of PATH (or of its nearest existing parent) is full
+  local p=$1 avail
+  while [ ! -e "$p" ] && [ "$p" != "$(dirname "$p")" ]; do p=$(dirname "$p"); done
+  avail=$(df -Pk "$p" 2>/dev/null | awk 'NR == 2 { print $4 }'); [ "${avail:-1}" = 0 ]
+}
+claim_save_dir() {  # claim_save_dir SAVE ROW DATA: SAVE/run.json records that SAVE trains ROW on DATA; a run of
+  #   another row or data directory there is one line naming both (the same run resumes)
+  python -m fairseq_local_repro.text.corpus_manifest --prog "$(basename "$0")" claim "$1" --row "$2" --data "$3" \
+    || exit 2
+}
 gen_text() {  # gen_text GEN_LOG H|T|S OUT [--expect N]: one field of a fairseq-generate log in corpus order
   python -m fairseq_local_repro.text.gen_text "$@" || exit 2
 }
