@@ -275,13 +275,17 @@ def _cmd_write(a):
         split, lang, path = item.split(":", 2)
         files.setdefault(split, {})[lang] = path
     tf = {"tokenize": a.tokenize, "lowercase": a.lowercase == "1", "bpe": a.bpe,
-          "bpe_size": a.bpe_size, "joint_bpe": a.joint == "1"}
+          "bpe_size": a.bpe_size if a.bpe != "none" else None, "joint_bpe": a.joint == "1" and a.bpe != "none"}
     write(a.directory, build(files, a.languages.split(","), tf))
 
 
 def _cmd_gen_record(a):
     outputs = {os.path.basename(p): p for p in a.output}
-    _write_json(a.out, gen_record(a.data, a.subset, outputs, a.source_lang, a.target_lang))
+    langs = argparse.ArgumentParser(add_help=False)  # fairseq-generate's options after --
+    langs.add_argument("-s", "--source-lang")
+    langs.add_argument("-t", "--target-lang")
+    given, _ = langs.parse_known_args(a.rest)
+    _write_json(a.out, gen_record(a.data, a.subset, outputs, given.source_lang, given.target_lang))
 
 
 def _cmd_get(a):
@@ -316,12 +320,10 @@ def main(argv=None) -> int:
     w.add_argument("--joint", default="1")
     w.add_argument("files", nargs="+", help="SPLIT:LANG:PATH")
     w.set_defaults(run=_cmd_write)
-    g = sub.add_parser("gen-record", help="write generate.sh's gen.json")
+    g = sub.add_parser("gen-record", help="write generate.sh's gen.json (-- then fairseq-generate's options)")
     g.add_argument("out")
     g.add_argument("--data", required=True)
     g.add_argument("--subset", required=True)
-    g.add_argument("--source-lang")
-    g.add_argument("--target-lang")
     g.add_argument("--output", action="append", default=[])
     g.set_defaults(run=_cmd_gen_record)
     t = sub.add_parser("get", help="print a transform (tokenize, lowercase, bpe...) or the target_lang of a data "
@@ -339,7 +341,10 @@ def main(argv=None) -> int:
     r.add_argument("--row", required=True)
     r.add_argument("--data", required=True)
     r.set_defaults(run=_cmd_claim)
-    a = p.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []  # gen-record: -- fairseq-generate's options
+    a = p.parse_args(argv[:len(argv) - len(rest) - (1 if "--" in argv else 0)])
+    a.rest = rest
     try:
         a.run(a)
     except (CorpusManifestError, OSError) as err:
