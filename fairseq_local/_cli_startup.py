@@ -27,10 +27,23 @@ scripts or ``python -m fairseq_cli.<name>``):
 Both end with exit status 2; every other exception, and every one under ``HYDRA_FULL_ERROR=1``,
 keeps its traceback or Hydra's report.  In ``fairseq-hydra-train`` the hook also filters what Hydra
 says about fairseq's own use of it (:data:`HYDRA_NOISE`) before our line or the training log.  Cost
-(2 busy cores): about 15 microseconds of start-up in any other Python process, 3 ms in a fairseq CLI.
+(2 busy cores): about 15 microseconds of start-up in any other Python process; in a fairseq CLI,
+the standard-library modules imported below, which fairseq imports next in any case.
+
+The module imports only the standard library at its top: it runs before fairseq's CLI has imported
+anything.  fairseq, OmegaConf and Hydra are imported inside the functions that need them: on the
+way to an error exit (the messages), and Hydra in ``fairseq-hydra-train`` alone (:func:`_wrap_hydra`);
+importing fairseq here would run its import-time logging set-up before the plugin's
+``fairseq_local/_quiet.py``, and cost every other fairseq CLI the import of Hydra.
 """
+import atexit
+import dataclasses
+import difflib
+import importlib
+import logging
 import os
 import sys
+import warnings
 
 PROGRAMS = ("train", "generate", "interactive", "eval_lm", "hydra_train", "validate", "preprocess", "score")
 EXIT_STATUS = 2
@@ -55,8 +68,6 @@ def program(argv, orig_argv):
 
 
 def did_you_mean(word, candidates, prefix=""):
-    import difflib
-
     close = difflib.get_close_matches(word, sorted(set(candidates)), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(prefix + c for c in close)}?" if close else ""
 
@@ -73,8 +84,6 @@ def _user_dir_frame(tb):
 def user_dir_message(user_dir, hydra=False):
     """``--user-dir X`` that names no directory: the option, the path and the closest package
     directories beside it (the installed ``fairseq_local`` among them)."""
-    import difflib
-
     option = "common.user_dir=" if hydra else "--user-dir "
     path = os.path.abspath(user_dir)
     parent, name = os.path.split(path.rstrip(os.sep))
@@ -121,9 +130,6 @@ def _group_of(dataclass):
 def registered_options(group, name):
     """The options of the task, model, optimizer... registered as ``name`` in fairseq's registry
     for ``group`` (the plugin's own ones too: this runs only on the way to an error exit)."""
-    import dataclasses
-    import importlib
-
     try:
         dc = _dataclass_of(group, name)
         if dc is None:
@@ -161,8 +167,6 @@ def config_key_message(exc):
         if "_name" in candidates:  # a group typed Any in fairseq's schema: the chosen class's options
             candidates += registered_options(group.rstrip("."), parent.get("_name"))
     if not candidates and exc.object_type is not None:
-        import dataclasses
-
         if dataclasses.is_dataclass(exc.object_type):
             candidates = [f.name for f in dataclasses.fields(exc.object_type)]
     if group and key in candidates:  # an option of the chosen class that the YAML does not list
@@ -178,8 +182,6 @@ def config_key_message(exc):
 def _in_other_groups(key, node, group):
     """``; did you mean dataset.max_tokens?`` for ``task.max_tokenz``: the closest keys among the
     other groups of the config that ``node`` (the group ``group``) belongs to, or ""."""
-    import difflib
-
     try:
         root = node._get_root()
         full = {}
@@ -228,8 +230,6 @@ def config_value_message(exc):
 
 
 def _exit(prog, msg):
-    import atexit
-
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -340,9 +340,6 @@ def _quiet_hydra():
     """Filter :data:`HYDRA_NOISE` (unless ``-W`` or ``PYTHONWARNINGS`` decide) and keep Hydra's DEBUG
     lines off (``import fairseq`` sets the root logger to DEBUG before Hydra configures logging;
     ``hydra.verbose=hydra`` sets Hydra's logger back to DEBUG when the job starts)."""
-    import logging
-    import warnings
-
     if not sys.warnoptions:
         for pattern in HYDRA_NOISE:
             warnings.filterwarnings("ignore", message=pattern, category=UserWarning)

@@ -7,7 +7,8 @@ at any moment leaves the previous complete file (or none), never a truncated one
 file is removed when the write fails, and a full disk is :class:`DiskFullError`, naming the
 destination.  Temporary names match :data:`TMP_RE`
 (``.NAME.fairseq-local-PID-XXXXXXXX.tmp``), so a later run can recognise and remove leftovers of
-a killed one (``patches/save_dir_lock.py``).
+a killed one (``patches/save_dir_lock.py``).  :func:`checkpoint_listing` says what a missing
+checkpoint's directory holds, for the messages that name it.
 
 This module imports nothing beyond the standard library.
 """
@@ -123,3 +124,16 @@ def write_json(path: str, obj: Any, indent: int = 1, if_changed: bool = False):
     with atomic_open(path) as f:
         json.dump(obj, f, indent=indent)
         f.write("\n")
+
+
+def checkpoint_listing(path: str) -> str:
+    """What the directory of ``path`` holds for a message about a missing checkpoint:
+    ``DIR holds a.pt, b.pt``, ``DIR holds no .pt file`` or ``no directory DIR``."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        return f"no directory {directory}"
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".pt"))
+    if not names:
+        return f"{directory} holds no .pt file"
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"{directory} holds {shown}"

@@ -29,15 +29,28 @@ The plugin installs :func:`from_pretrained` as the classmethod ``from_pretrained
 model classes (``fairseq_local/patches/hub_interface.py``); it also works for fairseq's own
 classes (``fairseq_local.hub.from_pretrained(...)``).
 """
+import filecmp
+import glob
 import os
 import warnings
+from argparse import Namespace
 from typing import List
 
+import sentencepiece as spm
 import torch
 from fairseq import hub_utils
+from fairseq.data import encoders
 from fairseq.hub_utils import GeneratorHubInterface
+from fairseq.models import MODEL_REGISTRY
+from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
+from fairseq.tasks.translation import TranslationTask
+from omegaconf import OmegaConf
 
+from fairseq_local.data.lattice_dataset import pack_lattices
+from fairseq_local.data.text_input import lowercase_input
 from fairseq_local.errors import CheckpointError, UserError
+from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
+from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 
 DEFAULT_CHECKPOINT = "checkpoint_best.pt"  # what fairseq-train writes (fairseq's own default: model.pt)
 
@@ -87,14 +100,10 @@ class HubInterface(GeneratorHubInterface):
 
     def tokenize(self, sentence: str) -> str:
         """fairseq's ``--tokenizer`` step, after lowercasing when the training text was lowercased
-        (:func:`fairseq_local.patches.interactive_input.lowercase_input`)."""
-        from fairseq_local.patches.interactive_input import lowercase_input
-
+        (:func:`fairseq_local.data.text_input.lowercase_input`)."""
         return super().tokenize(lowercase_input(sentence, self.src_dict))
 
     def _is_translation(self) -> bool:
-        from fairseq.tasks.translation import TranslationTask
-
         return isinstance(self.task, TranslationTask)
 
     def translate(self, sentences, beam: int = 5, verbose: bool = False, **kwargs):
@@ -132,8 +141,6 @@ class HubInterface(GeneratorHubInterface):
             return super()._build_batches(tokens, skip_invalid_size_inputs)
 
     def score(self, sentences, replace_newline_with_eos: bool = False, **kwargs):
-        from fairseq.tasks.translation import TranslationTask
-
         check_sentences("score", sentences, empty_ok=False)
         if isinstance(self.task, TranslationTask):
             raise NoScoreError(
@@ -151,8 +158,6 @@ class LatticeHubInterface(HubInterface):
     def encode(self, sentence: str) -> torch.LongTensor:
         """The packed lattice of ``sentence`` (raw text or a lattice line), read exactly as
         ``fairseq-interactive`` reads its input lines (``LatticeTranslationTask.input_lattice``)."""
-        from fairseq_local.data.lattice_dataset import pack_lattices
-
         return pack_lattices([self.task.input_lattice(sentence, "input")], self.src_dict)[0]
 
     def _build_batches(self, tokens: List[torch.LongTensor], skip_invalid_size_inputs):
@@ -172,9 +177,6 @@ class LatticeHubInterface(HubInterface):
 def _language_modeling_task(stateful_task):
     """fairseq's ``language_modeling`` task over a ``stateful_language_modeling`` task's dictionary:
     one sentence per sample (``sample_break_mode eos``), for sampling and scoring sentences."""
-    from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
-    from omegaconf import OmegaConf
-
     cfg = OmegaConf.structured(LanguageModelingConfig(
         data=stateful_task.cfg.data, sample_break_mode="eos", tokens_per_sample=1024,
         max_target_positions=1024, seed=1, batch_size=None, batch_size_valid=None,
@@ -190,9 +192,6 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
     fairseq: ``bpe='subword_nmt', bpe_codes=...``, ``tokenizer='moses'``, ``beam=...``,
     ``lattice_segmenters='jieba'``... ``model_class`` (set by the classmethod) is checked against
     the loaded model."""
-    from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
-    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
-
     directory = str(model_name_or_path)
     for name in checkpoint_file.split(os.pathsep):
         path = os.path.join(directory, name)
@@ -220,8 +219,6 @@ BPE_KINDS = {"sentencepiece": ("spm.", ".model", "sentencepiece_model"),
 
 def _bpe_files(data: str) -> dict:
     """``{kind: [model files]}`` of ``data/bpe/``, where ``scripts/preprocess.sh`` writes them."""
-    import glob
-
     found = {}
     for kind, (prefix, suffix, _) in BPE_KINDS.items():
         files = sorted(glob.glob(os.path.join(glob.escape(os.path.join(data, "bpe")), f"{prefix}*{suffix}")))
@@ -244,8 +241,6 @@ def _dictionary_kind(dictionary):
 
 
 def _same_file(a: str, b: str) -> bool:
-    import filecmp
-
     return os.path.isfile(a) and filecmp.cmp(a, b, shallow=False)
 
 
@@ -255,10 +250,6 @@ def data_bpe(data: str, kwargs: dict, task):
     else the source language's).  With ``bpe=``: refused in one line (:class:`BPEMismatchError`) when
     the data directory (or its dictionary's pieces) shows another kind, or when the given model file is
     not one of the data directory's."""
-    from argparse import Namespace
-
-    from fairseq.data import encoders
-
     found = _bpe_files(data)
     dictionary = getattr(task, "source_dictionary", None)
     given = kwargs.get("bpe")
@@ -300,8 +291,6 @@ def data_bpe(data: str, kwargs: dict, task):
 def _check_pieces(model: str, dictionary, data: str):
     """A dictionary built from text cut by a sentencepiece model holds only that model's pieces
     (and fairseq's padding entries ``madeupword*``): most entries outside it mean another model."""
-    import sentencepiece as spm
-
     sp = spm.SentencePieceProcessor(model_file=model)
     pieces = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
     words = [w for w in dictionary.symbols[dictionary.nspecial:] if not w.startswith("madeupword")]
@@ -317,8 +306,6 @@ def _data_directory(model_dir: str, data: str) -> str:
     with ``.`` relative to the model directory (``.``: the model directory itself); a ``./x`` or
     ``../x`` that is not there but is a directory relative to the working directory is that one.
     A directory that does not exist, or holds no ``dict*.txt``, is one line naming it."""
-    import glob
-
     where = os.path.normpath(os.path.join(model_dir, data)) if data.startswith(".") else data
     if not os.path.isdir(where) and data.startswith(".") and data != "." and os.path.isdir(data):
         where = data
@@ -343,8 +330,6 @@ _classmethod.__doc__ = from_pretrained.__doc__
 def install():
     """Make :func:`from_pretrained` the ``from_pretrained`` classmethod of every model class the
     plugin registers (fairseq's own classes keep theirs)."""
-    from fairseq.models import MODEL_REGISTRY
-
     for model_cls in MODEL_REGISTRY.values():
         if model_cls.__module__.startswith("fairseq_local."):
             model_cls.from_pretrained = classmethod(_classmethod)

@@ -22,7 +22,7 @@ from fairseq_local.modules.fast_path import set_rnn_impl
 from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeGRU
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
-from fairseq_local.config_checks import check_sizes
+from fairseq_local.config_checks import check_choice, check_sizes
 from fairseq_local.errors import ConfigError
 from fairseq_local.data.lattice_dataset import LatticeBatch
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
@@ -86,11 +86,8 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
     def build_model(cls, cfg, task):
         fill_defaults(cfg, LatticeRNNSearchConfig)
         check_sizes(cfg, LatticeRNNSearchConfig)
-        if cfg.lattice_variant not in VARIANTS:
-            raise ValueError(f"--lattice-variant must be one of {', '.join(VARIANTS)} (got {cfg.lattice_variant!r})")
-        if cfg.lattice_composition not in COMPOSITIONS:
-            raise ValueError(f"--lattice-composition must be one of {', '.join(COMPOSITIONS)} "
-                             f"(got {cfg.lattice_composition!r})")
+        check_choice("lattice_variant", cfg.lattice_variant, VARIANTS)
+        check_choice("lattice_composition", cfg.lattice_composition, COMPOSITIONS)
         if cfg.encoder_layers != 1 or cfg.encoder_unidirectional or cfg.encoder_output_dim:
             raise ConfigError("--encoder-layers must be 1, without --encoder-unidirectional or --encoder-output-dim: "
                               "the lattice encoder is one bidirectional layer")

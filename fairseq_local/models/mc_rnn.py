@@ -28,6 +28,7 @@ from fairseq_local.modules.multi_channel_rnn import (
 )
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
+from fairseq_local.config_checks import check_choice
 
 
 @dataclass
@@ -57,15 +58,11 @@ def check_mc_options(cfg):
     channels = cfg.mc_channels
     if not isinstance(channels, int) or channels < 1:
         raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
-    if cfg.mc_cell_memory not in CELL_MEMORY:
-        raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cfg.mc_cell_memory!r})")
-    if cfg.mc_weight_space not in WEIGHT_SPACES:
-        raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {cfg.mc_weight_space!r})")
-    for option, value, choices in (("--mc-block-init", getattr(cfg, "mc_block_init", "identity"), BLOCK_INITS),
-                                   ("--mc-init-state", getattr(cfg, "mc_init_state", "first"), INIT_STATES),
-                                   ("--mc-sides", getattr(cfg, "mc_sides", "both"), MC_SIDES)):
-        if value not in choices:
-            raise ValueError(f"{option} must be one of {', '.join(choices)} (got {value!r})")
+    check_choice("mc_cell_memory", cfg.mc_cell_memory, CELL_MEMORY)
+    check_choice("mc_weight_space", cfg.mc_weight_space, WEIGHT_SPACES)
+    check_choice("mc_block_init", getattr(cfg, "mc_block_init", "identity"), BLOCK_INITS)
+    check_choice("mc_init_state", getattr(cfg, "mc_init_state", "first"), INIT_STATES)
+    check_choice("mc_sides", getattr(cfg, "mc_sides", "both"), MC_SIDES)
 
 
 @register_model("mc_rnn", dataclass=MCRNNConfig)

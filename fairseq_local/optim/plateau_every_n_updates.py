@@ -138,6 +138,9 @@ class ReduceLROnPlateauUpdates(FairseqLRScheduler):
 
 def install():
     """Wrap ``fairseq_cli.train.validate`` so that every validation's cost reaches the scheduler."""
+    # fairseq-train's module, imported when a run builds this scheduler (fairseq-train and
+    # fairseq-hydra-train have imported it by then): importing it with the plugin would run its
+    # import-time logging.basicConfig in every program that loads the plugin (the hub, fairseq-generate)
     from fairseq_cli import train as train_cli
 
     validate = train_cli.validate

@@ -35,8 +35,19 @@ import logging
 import os
 import re
 
+from fairseq import checkpoint_utils
+from fairseq.models import MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
+from fairseq.tasks.language_modeling import LanguageModelingTask
+from fairseq.tasks.translation import TranslationTask
+from fairseq.trainer import Trainer
+
+from fairseq_local.config_checks import task_name
 from fairseq_local.errors import CheckpointError, prog_name
+from fairseq_local.file_io import checkpoint_listing
 from fairseq_local.patches import dictionary_fingerprint
+from fairseq_local.safe_loading import state_model
+from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
+from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 
 logger = logging.getLogger(__name__)
 
@@ -44,47 +55,15 @@ _STATE = {}
 _CONTEXT = []  # one entry per load in progress: {"task", "path"} (+ "train_task", "states")
 
 
-def _pt_files(path: str) -> str:
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        return f"no directory {directory}"
-    names = sorted(n for n in os.listdir(directory) if n.endswith(".pt"))
-    if not names:
-        return f"{directory} holds no .pt file"
-    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-    return f"{directory} holds {shown}"
-
-
 def check_exists(filename):
     if isinstance(filename, str) and "://" not in filename and not os.path.exists(filename):
-        raise CheckpointError(f"{filename}: no such checkpoint file ({_pt_files(filename)})")
-
-
-def _task_name(task) -> str:
-    cfg = getattr(task, "cfg", None)
-    name = cfg.get("_name", None) if hasattr(cfg, "get") else getattr(cfg, "_name", None)
-    if name:
-        return name
-    from fairseq.tasks import TASK_REGISTRY
-
-    for key, cls in TASK_REGISTRY.items():
-        if cls is type(task):
-            return key
-    return type(task).__name__
+        raise CheckpointError(f"{filename}: no such checkpoint file ({checkpoint_listing(filename)})")
 
 
 def check_fits_task(path, state, task):
     """Raise :class:`CheckpointError` when the model of ``state`` cannot serve ``task``."""
-    from fairseq.models import MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
-    from fairseq.tasks.language_modeling import LanguageModelingTask
-    from fairseq.tasks.translation import TranslationTask
-
-    from fairseq_local.safe_loading import state_model
-    from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
-    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
-
     arch, model, trained_task = state_model(state)
-    current = _task_name(task)
+    current = task_name(task)
     model_cls = MODEL_REGISTRY.get(model)
     held = f"{path} holds a '{arch}' model trained with --task {trained_task}"
     if trained_task == "lattice_translation" and not isinstance(task, LatticeTranslationTask):
@@ -160,8 +139,6 @@ def _state_dict_error(path, task, err, arg_overrides=None) -> CheckpointError:
 
 def _resume_error(path, state, trainer, err) -> CheckpointError:
     """fairseq-train's checkpoint whose weights do not fit the model this run builds."""
-    from fairseq_local.safe_loading import state_model
-
     arch, _, task = state_model(state) if state is not None else (None, None, None)
     now = getattr(getattr(trainer.cfg, "model", None), "_name", None) or getattr(trainer.cfg.model, "arch", None)
     held = f"{path} holds a '{arch}' model (trained with --task {task})" if arch else f"{path} holds a model"
@@ -172,9 +149,6 @@ def _resume_error(path, state, trainer, err) -> CheckpointError:
 def install():
     if _STATE:
         return
-    from fairseq import checkpoint_utils
-    from fairseq.trainer import Trainer
-
     load_ensemble = checkpoint_utils.load_model_ensemble_and_task
     load_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
     trainer_load = Trainer.load_checkpoint

@@ -19,16 +19,13 @@ first update.
 import functools
 import os
 
+from fairseq import checkpoint_utils
+
 from fairseq_local.errors import ConfigError
+from fairseq_local.file_io import checkpoint_listing
 
 DEFAULT_RESTORE = "checkpoint_last.pt"
 _STATE = {}
-
-
-def _listing(path: str) -> str:
-    from fairseq_local.patches.checkpoint_fit import _pt_files
-
-    return _pt_files(path)
 
 
 def check_restore(cfg):
@@ -44,7 +41,7 @@ def check_restore(cfg):
                           "--restore-file resumes a run, --finetune-from-model starts a new one from a model")
     if restore != DEFAULT_RESTORE and "://" not in restore and not os.path.isfile(restore):
         what = "is a directory, not a checkpoint file" if os.path.isdir(restore) else \
-            f"no such checkpoint file ({_listing(restore)})"
+            f"no such checkpoint file ({checkpoint_listing(restore)})"
         hint = ""
         in_save_dir = os.path.join(save_dir, restore)
         if not os.path.isabs(restore) and os.path.isfile(in_save_dir):
@@ -54,7 +51,7 @@ def check_restore(cfg):
     if finetune is not None and restore == DEFAULT_RESTORE and not os.path.exists(last) and \
             "://" not in finetune and not os.path.isfile(finetune):
         what = "is a directory, not a checkpoint file" if os.path.isdir(finetune) else \
-            f"no such checkpoint file ({_listing(finetune)})"
+            f"no such checkpoint file ({checkpoint_listing(finetune)})"
         raise ConfigError(f"--finetune-from-model {finetune}: {what}")
 
 
@@ -78,8 +75,6 @@ def check_save_dir(save_dir: str):
 def install():
     if _STATE:
         return
-    from fairseq import checkpoint_utils
-
     verify = checkpoint_utils.verify_checkpoint_directory
     load = checkpoint_utils.load_checkpoint
 

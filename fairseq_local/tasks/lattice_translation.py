@@ -25,7 +25,6 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_local.data.lattice import SEGMENTERS, LatticeBuilder, read_input, unpack
-from fairseq_local.errors import ConfigError, InputFileError
 from fairseq_local.data.lattice_dataset import (
     LatticeBatch,
     LatticeDataset,
@@ -34,6 +33,8 @@ from fairseq_local.data.lattice_dataset import (
     lattice_dataset_from,
     load_lattice_dataset,
 )
+from fairseq_local.data.text_input import input_where, lowercase_input
+from fairseq_local.errors import ConfigError, InputFileError
 
 
 @dataclass
@@ -93,10 +94,8 @@ class LatticeTranslationTask(TranslationTask):
         """The lattice of one input sentence of ``fairseq-interactive`` or the hub: a line in the
         lattice text format, or a raw sentence segmented with ``--lattice-segmenters``; ``None`` for
         a blank line (see :func:`fairseq_local.data.lattice.read_input`).  When the training text
-        was lowercased (see :func:`fairseq_local.patches.interactive_input.lowercase_input`), so
+        was lowercased (see :func:`fairseq_local.data.text_input.lowercase_input`), so
         is the input."""
-        from fairseq_local.patches.interactive_input import lowercase_input
-
         return read_input(lowercase_input(line, self.src_dict), lambda: self.lattice_builder, where)
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
@@ -106,8 +105,6 @@ class LatticeTranslationTask(TranslationTask):
         fairseq-interactive calls this once per ``--buffer-size`` lines: errors name the line
         number in the whole input.  An empty line becomes the empty lattice (0 characters), which
         :meth:`inference_step` translates into an empty sentence."""
-        from fairseq_local.patches.interactive_input import input_where
-
         first = self._interactive_lines + 1
         self._interactive_lines += len(lines)
         lattices = [self.input_lattice(line, input_where(n)) for n, line in enumerate(lines, first)]

@@ -130,6 +130,8 @@ class StatefulLanguageModelingConfig(FairseqDataclass):
 
 @register_task("stateful_language_modeling", dataclass=StatefulLanguageModelingConfig)
 class StatefulLanguageModelingTask(FairseqTask):
+    is_language_modeling = True  # its models are language models (config_checks.check_task_fits_arch)
+
     def __init__(self, cfg: StatefulLanguageModelingConfig, dictionary: Dictionary):
         super().__init__(cfg)
         self.dictionary = dictionary
