@@ -19,10 +19,17 @@ One module per job, in the order a run goes through them:
 * :mod:`~fairseq_local_repro.page` and :mod:`~fairseq_local_repro.tables`: ``docs/results.md`` and
   its appendices, written from the published JSON.
 
-The other tools of the project, also importable (their commands are thin files in ``scripts/``):
+The other tools of the project, also importable; each command's file in ``scripts/`` is a front door
+that imports its ``main`` from here and calls it, and each runs as ``python -m MODULE`` too:
 
+* :mod:`~fairseq_local_repro.tools`: one module per command of ``scripts/`` (``score``,
+  ``build_lattices``, ``preprocess_lattices``, ``average_checkpoints``, ``make_synthetic_corpus``,
+  ``sample_lm``, ``rerank_nbest``, ``gencnn_word2vec``, ``gencnn_dynamic_eval``, ``gencnn_op_count``,
+  ``docs_speed_table``);
 * :mod:`~fairseq_local_repro.bench` (``scripts/bench.py``) and :mod:`~fairseq_local_repro.bench_entries`
-  (each family's speed comparison, read by the GPU kit and ``scripts/docs_speed_table.py``);
+  (each family's speed comparison, read by the GPU kit and
+  :mod:`~fairseq_local_repro.tools.docs_speed_table`);
+* :mod:`~fairseq_local_repro.startup` (``scripts/startup_cost.py``): the start-up cost of ``--rnn-impl``;
 * :mod:`~fairseq_local_repro.gpu`: the GPU kit's runner and install check (``scripts/gpu/``);
 * :mod:`~fairseq_local_repro.analysis`: the papers' analyses (``scripts/analysis/``);
 * :mod:`~fairseq_local_repro.text`: text and lattice preparation helpers of the shell scripts;

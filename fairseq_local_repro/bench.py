@@ -468,3 +468,7 @@ def main(argv=None):
                                "scaling": scaling, **ratio}, indent=2)
     report(args, rows, scaling, ratio)
 
+
+
+if __name__ == "__main__":
+    main()

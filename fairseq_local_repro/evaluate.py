@@ -98,30 +98,30 @@ def eval_lm(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test",
 
 
 def alignment_entropy(tag: str, data: Data, ckpt: str, out_dir: str, subset: str = "test") -> dict:
-    """Table 5 of the DPN-S2S paper: scripts/analysis/dpn_alignment_entropy.py on ``subset`` with
-    teacher forcing on the references (the last decoder layer's alignments; per target token
+    """Table 5 of the DPN-S2S paper: :mod:`fairseq_local_repro.analysis.dpn_alignment_entropy` on
+    ``subset`` with teacher forcing on the references (the last decoder layer's alignments; per target token
     -sum_i a_i log a_i, averaged over the sentence's tokens, then over sentences).  Returns the
     tool's JSON: the mean entropy per flow (``cc``, ``ca``, ``ac``, ``aa``: decoder path, encoder
     path; c = CNN, a = SAN), the layer, the subset and the number of sentences."""
     os.makedirs(out_dir, exist_ok=True)
     log, out_json = _fresh(os.path.join(out_dir, "alignment_entropy.log"),
                            os.path.join(out_dir, "alignment_entropy.json"))
-    cmd = [sys.executable, os.path.join(REPO, "scripts", "analysis", "dpn_alignment_entropy.py"), data.bin,
+    cmd = [sys.executable, "-m", "fairseq_local_repro.analysis.dpn_alignment_entropy", data.bin,
            "--path", ckpt, "--user-dir", USER_DIR, "--gen-subset", subset, "--source-lang", data.src,
            "--target-lang", data.tgt, "--layer", "last", "--json", out_json] + cpu_flag()
     return _analysis(cmd, log, out_json, f"{tag}: alignment entropy failed")
 
 
 def cell_masking(tag: str, data: Data, ckpt: str, out_dir: str, groups, subset: str = "test") -> dict:
-    """Section 4.1 of the parallel-cells paper: scripts/analysis/parallel_cells_masking.py on
-    ``subset``, cell i's hidden state zeroed in every layer for each i in turn.  Returns the tool's
+    """Section 4.1 of the parallel-cells paper: :mod:`fairseq_local_repro.analysis.parallel_cells_masking`
+    on ``subset``, cell i's hidden state zeroed in every layer for each i in turn.  Returns the tool's
     JSON (perplexity overall, per word group and per word, for "none" and each "mask<i>") with the
     subset and the masked layers."""
     os.makedirs(out_dir, exist_ok=True)
     log, out_json = _fresh(os.path.join(out_dir, "cell_masking.log"), os.path.join(out_dir, "cell_masking.json"))
     groups_file = os.path.join(out_dir, "word_groups.txt")
     write_lines(groups_file, (f"{name}: {' '.join(words)}" for name, words in groups))
-    cmd = [sys.executable, os.path.join(REPO, "scripts", "analysis", "parallel_cells_masking.py"), "--path", ckpt,
+    cmd = [sys.executable, "-m", "fairseq_local_repro.analysis.parallel_cells_masking", "--path", ckpt,
            "--data", data.bin, "--gen-subset", subset, "--word-groups", groups_file, "--layer", "all",
            "--out", os.path.join(out_dir, "cell_masking.png"), "--json", out_json] + cpu_flag()
     return dict(_analysis(cmd, log, out_json, f"{tag}: cell masking failed"), subset=subset, layer="all")

@@ -47,9 +47,10 @@ def prepare_extra(ctx: RunContext, src_file: str, ref_file: str) -> str:
 
 def prepare_extra_lattice(ctx: RunContext, src_file: str, ref_file: str, kinds: List[str]) -> Dict[str, str]:
     """A raw Chinese-English test set prepared as ``prepare_lattice_cpu`` prepared its data, for each
-    data kind in ``kinds``: the Chinese through scripts/build_lattices.py with the kind's segmenters, the English
-    Moses-tokenized as the recipe does, binarized with that kind's dictionaries.  Returns the
-    binarized folder of each kind."""
+    data kind in ``kinds``: the Chinese through :mod:`fairseq_local_repro.tools.build_lattices` with
+    the kind's segmenters, the English Moses-tokenized as the recipe does, binarized with that kind's
+    dictionaries (:mod:`fairseq_local_repro.tools.preprocess_lattices`).  Returns the binarized
+    folder of each kind."""
     data = ctx.data
     edir = ctx.extra_dir(src_file)
     os.makedirs(edir, exist_ok=True)
@@ -68,10 +69,10 @@ def prepare_extra_lattice(ctx: RunContext, src_file: str, ref_file: str, kinds: 
             continue
         os.makedirs(kdir, exist_ok=True)
         shutil.copy(tok, os.path.join(kdir, f"test.{data.tgt}"))
-        cmd = [sys.executable, os.path.join(REPO, "scripts", "build_lattices.py"), "--input", src_file,
+        cmd = [sys.executable, "-m", "fairseq_local_repro.tools.build_lattices", "--input", src_file,
                "--output", os.path.join(kdir, f"test.{data.src}"), "--segmenters", LATTICE_SEGMENTERS[kind]]
         run_or_fail(cmd, log, f"segmenting {src_file} ({kind}) failed")
-        cmd = [sys.executable, os.path.join(REPO, "scripts", "preprocess_lattices.py"), "--source-lang", data.src,
+        cmd = [sys.executable, "-m", "fairseq_local_repro.tools.preprocess_lattices", "--source-lang", data.src,
                "--target-lang", data.tgt, "--testpref", os.path.join(kdir, "test"), "--destdir", bins[kind],
                "--workers", "1", "--srcdict", os.path.join(kind_bin, f"dict.{data.src}.txt"),
                "--tgtdict", os.path.join(kind_bin, f"dict.{data.tgt}.txt")]

@@ -135,3 +135,7 @@ def main(argv=None):
         write_json(a.json, {"arch": a.arch, "arch_args": a.arch_args, "device": a.device,
                             "device_name": bench.device_name(a.device), "threads": a.threads,
                             "torch": torch.__version__, "steps": results, "totals": totals})
+
+
+if __name__ == "__main__":
+    main()

@@ -194,7 +194,7 @@ def test_preprocess_sh_last_line_without_newline_is_kept(tmp_path):
 # lattice scripts, score.py, rerank_nbest.py, sample_lm.py: the same UTF-8 reader
 # ------------------------------------------------------------------------------------------------
 def test_build_lattices_latin1_input(tmp_path, capsys):
-    mod = load_script(SCRIPTS / "build_lattices.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.build_lattices")
     src = write(tmp_path / "in.zh", "下雨天\n".encode() + LATIN1)
     out = tmp_path / "out.lat"
     code, err = call(capsys, mod.main, ["--input", str(src), "--output", str(out), "--segmenters", "char"])
@@ -202,7 +202,7 @@ def test_build_lattices_latin1_input(tmp_path, capsys):
 
 
 def test_build_lattices_merge_gb18030(tmp_path, capsys):
-    mod = load_script(SCRIPTS / "build_lattices.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.build_lattices")
     a = write(tmp_path / "a.tok", "下雨 天\n")
     b = write(tmp_path / "b.tok", GB18030)
     out = tmp_path / "out.lat"
@@ -226,7 +226,7 @@ def _lattice_corpus(d, train_src=None, train_tgt=None):
     ("empty_train", "train.zh: the training file is empty"),
 ])
 def test_preprocess_lattices(tmp_path, capsys, case, needle):
-    mod = load_script(SCRIPTS / "preprocess_lattices.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.preprocess_lattices")
     lat = "下 雨 天\t0:1 0:2 1:2 2:3\t0 2 3\n".encode()
     if case == "latin1_source":
         argv = _lattice_corpus(tmp_path, train_src=lat + LATIN1 + lat)
@@ -264,7 +264,7 @@ def _nbest(d):
     ("truncated_checkpoint", "is not a complete checkpoint (truncated zip archive"),
 ])
 def test_rerank_nbest(tmp_path, capsys, ckpt, data, case, needle):
-    mod = load_script(SCRIPTS / "rerank_nbest.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.rerank_nbest")
     nb, ref = _nbest(tmp_path)
     if case == "latin1_nbest":
         write(nb, b"H-0\t-0.5\tthe cat\nH-0\t-0.7\t" + LATIN1 + b"H-1\t-0.2\ta dog\n")
@@ -292,7 +292,7 @@ def test_rerank_nbest(tmp_path, capsys, ckpt, data, case, needle):
     ("random_checkpoint", "is not a complete checkpoint ("),
 ])
 def test_sample_lm(tmp_path, capsys, ckpt, data, case, needle):
-    mod = load_script(SCRIPTS / "sample_lm.py")
+    mod = importlib.import_module("fairseq_local_repro.tools.sample_lm")
     path = {"empty_checkpoint": "empty", "flipped_checkpoint": "flipped", "random_checkpoint": "random"}.get(case, "good")
     out = tmp_path / "samples.txt"
     argv = ["--path", str(ckpt[path]), "--data", str(data[0]), "--prompt", "the", "--output", str(out), "--cpu"]
@@ -318,7 +318,7 @@ def test_sample_lm(tmp_path, capsys, ckpt, data, case, needle):
     ("parallel_cells_masking", "needs a parallel_lstm_lm model"),
 ])
 def test_analysis_script_wrong_family(tmp_path, capsys, monkeypatch, ckpt, data, script, needs):
-    mod = load_script(SCRIPTS / "analysis" / f"{script}.py")
+    mod = importlib.import_module(f"fairseq_local_repro.analysis.{script}")
     path, d, out = str(ckpt["good"]), str(data[0]), str(tmp_path / "out.png")
     argv = {
         "dpn_alignment_entropy": [d, "--path", path, "--json", str(tmp_path / "out.json")],
@@ -336,7 +336,7 @@ def test_analysis_script_wrong_family(tmp_path, capsys, monkeypatch, ckpt, data,
 
 
 def test_analysis_script_truncated_checkpoint(tmp_path, capsys, ckpt, data):
-    mod = load_script(SCRIPTS / "analysis" / "dpn_alignment_entropy.py")
+    mod = importlib.import_module("fairseq_local_repro.analysis.dpn_alignment_entropy")
     code, err = call(capsys, mod.main, [str(data[0]), "--path", str(ckpt["truncated"])])
     assert_one_line(code, err, f"{ckpt['truncated']} is not a complete checkpoint")
 

@@ -6,7 +6,6 @@ pages' own data-preparation blocks (``provides=``), and checkpoints of 2 updates
 scale data, GPU boxes, long trainings) must be accepted by their programs' option parsers. The
 speed tables embedded in the pages must equal scripts/docs_speed_table.py's output.
 """
-import importlib.util
 import json
 import os
 import re
@@ -20,6 +19,7 @@ import pytest
 
 from doc_snippets import (MODES, REPO, Block, check_command, doc_files, extract_blocks, indented_commands,
                           simple_commands)
+from fairseq_local_repro.tools import docs_speed_table
 
 BLOCKS = [b for path in doc_files() for b in extract_blocks(path)]
 N_TRAIN, N_VALID = 200, 30
@@ -299,23 +299,15 @@ def test_embedded_speed_tables_equal_the_generator():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-def _speed_table_module():
-    spec = importlib.util.spec_from_file_location("docs_speed_table", REPO / "scripts" / "docs_speed_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_family_pages_quote_every_published_reproduction():
     """Each family's results section is rendered from docs/results/reproduce/FAMILY, not retyped:
     every published family has a generated table on its page, and its rows carry the JSON's
     figures (a changed figure changes the row)."""
-    mod = _speed_table_module()
     published = sorted(p.parent.name for p in (REPO / "docs" / "results" / "reproduce").glob("*/comparison.json"))
-    assert published and all(f"reproduce_{f}" in mod.RESULTS for f in published)
+    assert published and all(f"reproduce_{f}" in docs_speed_table.RESULTS for f in published)
     for family in published:
-        page = (REPO / mod.FAMILIES[family]).read_text(encoding="utf-8")
-        body = mod.embedded(page, mod.RESULTS_BEGIN.format(f"reproduce_{family}"))
+        page = (REPO / docs_speed_table.FAMILIES[family]).read_text(encoding="utf-8")
+        body = docs_speed_table.embedded(page, docs_speed_table.RESULTS_BEGIN.format(f"reproduce_{family}"))
         assert body is not None, family
         for path in (REPO / "docs" / "results" / "reproduce" / family).glob("*-s*.json"):
             r = json.loads(path.read_text(encoding="utf-8"))
@@ -333,9 +325,8 @@ def test_speed_ceilings_are_the_numbers_the_pages_count():
     """Each comparison's CPU multiply-add ceiling (bench_entries.ENTRIES) is stated in its page's own text."""
     from fairseq_local_repro.bench_entries import ENTRIES
 
-    mod = _speed_table_module()
     for entry in ENTRIES:
-        text = (REPO / mod.FAMILIES[entry["family"]]).read_text(encoding="utf-8")
+        text = (REPO / docs_speed_table.FAMILIES[entry["family"]]).read_text(encoding="utf-8")
         prose = re.sub(r"<!-- speed-table:begin .*?<!-- table:end -->", "", text, flags=re.S)
         for key in ("ceiling", "gen_ceiling"):
             if entry.get(key) is not None:
@@ -344,7 +335,6 @@ def test_speed_ceilings_are_the_numbers_the_pages_count():
 
 
 def test_cpu_speed_table_gives_the_machine_command_and_share_of_ceiling(monkeypatch):
-    mod = _speed_table_module()
     row = {"params": 2_000_000, "train_tokens_per_s": 600.0, "peak_mem_mib": 10.0, "gen_sent_per_s": 4.0}
     entry = {"name": "dpn_vs_transformer", "family": "dpn_s2s", "dtype": "fp32", "status": "ok",
              "command": "python scripts/bench.py --arch dpn_s2s_iwslt_de_en --baseline x --json /tmp/r.json",
@@ -362,8 +352,8 @@ def test_cpu_speed_table_gives_the_machine_command_and_share_of_ceiling(monkeypa
                           "load_1min_after": 2.75, "cpu_seconds": 99.0, "wall_seconds": 100.0}]}
     source = {"path": "docs/results/cpu/bench.json", "gpu": False, "check": check,
               "bench": {"device": "cpu", "entries": [entry]}}
-    monkeypatch.setattr(mod, "_sources", lambda: [source])
-    md = mod.render("dpn_s2s")
+    monkeypatch.setattr(docs_speed_table, "_sources", lambda: [source])
+    md = docs_speed_table.render("dpn_s2s")
     assert md.startswith("**CPU: Some CPU @ 2.0GHz (AVX2 kernels), 1 torch thread, torch 2.13.0, fairseq 0.12.3.1** "
                          "(`docs/results/cpu/bench.json`, 1 comparison;")
     assert "python scripts/gpu/run_all.py docs/results/cpu --part bench --cpu\n```" in md
@@ -373,5 +363,5 @@ def test_cpu_speed_table_gives_the_machine_command_and_share_of_ceiling(monkeypa
     assert ("| fp32 | 2.00M / 2.00M | 600 / 800 | **0.74** (0.64–0.83) | 0.92 | **80 %** (70–90 %) | 4.0 / 5.6 | "
             "0.71 (80 % of its ceiling 0.89) | 10 / 10 |") in md
     assert "--json" not in md and "No CPU benchmark results" not in md
-    monkeypatch.setattr(mod, "_sources", lambda: [])
-    assert "No CPU benchmark results are kept for this family" in mod.render("dpn_s2s")
+    monkeypatch.setattr(docs_speed_table, "_sources", lambda: [])
+    assert "No CPU benchmark results are kept for this family" in docs_speed_table.render("dpn_s2s")

@@ -1,6 +1,5 @@
 """scripts/gencnn_dynamic_eval.py: dynamic evaluation (genCNN paper, Table 2's "Dynamic" column)."""
 import copy
-import importlib.util
 import math
 import subprocess
 import sys
@@ -9,20 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_local_repro.tools import gencnn_dynamic_eval as dyn
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 ENV = {"OMP_NUM_THREADS": "1", "PATH": str(BIN) + ":/usr/bin:/bin"}
 LM = ["--task", "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "64"]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gencnn_dynamic_eval", REPO / "scripts" / "gencnn_dynamic_eval.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-dyn = _load()
 
 
 def run(*cmd):

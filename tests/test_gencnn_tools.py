@@ -1,5 +1,4 @@
 """scripts/rerank_nbest.py and scripts/sample_lm.py (genCNN paper, Sections 5.1 and 6.2)."""
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -7,18 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_local_repro.tools import rerank_nbest as rerank
+from fairseq_local_repro.tools import sample_lm
+
 REPO = Path(__file__).resolve().parent.parent
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rerank = _load("rerank_nbest")
-sample_lm = _load("sample_lm")
 
 FAIRSEQ_NBEST = (
     "S-1\tquelle b\nT-1\tthe cat sat on the mat\n"

@@ -1,7 +1,6 @@
 """The GPU results page and the paper-scale hours table (fairseq_local_repro/gpu/report.py), rendered
 from hand-made GPU JSON, and the --check / --write of scripts/docs_speed_table.py on a copy of docs/."""
 import copy
-import importlib.util
 import json
 import re
 import shutil
@@ -10,6 +9,7 @@ import pytest
 
 from doc_snippets import REPO, check_command, extract_blocks, simple_commands
 from fairseq_local_repro.gpu import report
+from fairseq_local_repro.tools import docs_speed_table
 
 IWSLT_10K = 3_949_114  # fairseq-preprocess's train.en count (report.CORPORA's source)
 PTB = 929_589
@@ -165,27 +165,19 @@ def test_a_fastpath_call_kept_on_its_own_is_read(tmp_path):
     assert report.page_status(repo).count("\n* `docs/results/gpu/") == 2
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("docs_speed_table_under_test", REPO / "scripts" / "docs_speed_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_check_passes_on_the_committed_docs_and_fails_on_an_edited_table(tmp_path, monkeypatch, capsys):
-    mod = _script()
     shutil.copytree(REPO / "docs", tmp_path / "docs")
-    monkeypatch.setattr(mod, "REPO", str(tmp_path))
-    assert mod.main(["--check"]) == 0
+    monkeypatch.setattr(docs_speed_table, "REPO", str(tmp_path))
+    assert docs_speed_table.main(["--check"]) == 0
     gpu_md = tmp_path / "docs" / "gpu.md"
     text = gpu_md.read_text(encoding="utf-8")
-    body = mod.embedded(text, mod.RESULTS_BEGIN.format("gpu_hours"))
+    body = docs_speed_table.embedded(text, docs_speed_table.RESULTS_BEGIN.format("gpu_hours"))
     assert body == report.hours_table(str(tmp_path)) and "| mc_rnn |" in body
     edited = re.sub(r"\| 13,809 \|", "| 23,809 |", text, count=1)
     assert edited != text
     gpu_md.write_text(edited, encoding="utf-8")
     capsys.readouterr()
-    assert mod.main(["--check"]) == 1
+    assert docs_speed_table.main(["--check"]) == 1
     assert "docs/gpu.md: the section after <!-- results-table:begin gpu_hours --> differs" in capsys.readouterr().err
     # the GPU page too: a changed figure in the JSON changes its table
     bench = tmp_path / "docs" / "results" / "gpu" / "bench.json"
@@ -193,10 +185,11 @@ def test_check_passes_on_the_committed_docs_and_fails_on_an_edited_table(tmp_pat
     changed = copy.deepcopy(data)
     changed["entries"][0]["result"]["rows"][0]["train_tokens_per_s"] = 12_345.0
     bench.write_text(json.dumps(changed), encoding="utf-8")
-    assert mod.main(["--write"]) == 0  # rewrites the edited table too
+    assert docs_speed_table.main(["--write"]) == 0  # rewrites the edited table too
     page = (tmp_path / "docs" / "results" / "gpu" / "README.md").read_text(encoding="utf-8")
-    assert "| 12,345 |" in mod.embedded(page, mod.RESULTS_BEGIN.format("gpu_comparisons"))
-    hours = mod.embedded(gpu_md.read_text(encoding="utf-8"), mod.RESULTS_BEGIN.format("gpu_hours"))
+    assert "| 12,345 |" in docs_speed_table.embedded(page, docs_speed_table.RESULTS_BEGIN.format("gpu_comparisons"))
+    hours = docs_speed_table.embedded(gpu_md.read_text(encoding="utf-8"),
+                                      docs_speed_table.RESULTS_BEGIN.format("gpu_hours"))
     assert hours == report.hours_table(str(tmp_path)) and "| 12,345 |" in hours and "| 23,809 |" not in hours
 
 

@@ -1,5 +1,4 @@
 """Lattice data path: format, validation errors, merging, builder/preprocess scripts, dataset, task."""
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -9,18 +8,11 @@ import torch
 
 from fairseq_local.data.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
 from fairseq_local.data.lattice_dataset import LatticeBatch, collate_lattices, load_lattice_dataset
+from fairseq_local_repro.tools import build_lattices, preprocess_lattices
 
-REPO = Path(__file__).resolve().parent.parent
 FIG1 = "下雨天地面积水"
 # Figure 1 of Su et al. 2017 (c1..c7 = 下雨天地面积水): CTB, PKU and MSR tokenizations
 CTB, PKU, MSR = ["下雨天", "地面", "积水"], ["下", "雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]
-
-
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_figure1_merge():
@@ -70,42 +62,40 @@ def test_tokenization_mismatch():
 
 
 def test_build_lattices_merge_mode_and_errors(tmp_path, capsys):
-    build = _script("build_lattices")
     files = []
     for name, toks in (("ctb", CTB), ("pku", PKU), ("msr", MSR)):
         p = tmp_path / f"t.{name}"
         p.write_text(" ".join(toks) + "\n我们 的\n", encoding="utf-8")
         files.append(str(p))
     out = tmp_path / "t.lat"
-    assert build.main(["--merge", *files, "--output", str(out)]) == 0
+    assert build_lattices.main(["--merge", *files, "--output", str(out)]) == 0
     lats = read_lattices(str(out))
     assert lats[0] == merge_tokenizations(FIG1, [CTB, PKU, MSR]) and lats[1].edges == ((0, 2), (2, 3))
 
     Path(files[1]).write_text(" ".join(PKU) + "\n我 们 地\n", encoding="utf-8")  # line 2 does not match
     out2 = tmp_path / "t2.lat"
-    assert build.main(["--merge", *files, "--output", str(out2)]) == 1
+    assert build_lattices.main(["--merge", *files, "--output", str(out2)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"{files[1]}:2: tokenization does not match" in err and not out2.exists()
 
     Path(files[2]).write_text(" ".join(MSR) + "\n", encoding="utf-8")
-    assert build.main(["--merge", *files, "--output", str(out2)]) == 1
+    assert build_lattices.main(["--merge", *files, "--output", str(out2)]) == 1
     assert "line counts differ" in capsys.readouterr().err and not out2.exists()
 
     raw = tmp_path / "raw.zh"
     raw.write_text(FIG1 + "\n\n", encoding="utf-8")
-    assert build.main(["--input", str(raw), "--segmenters", "jieba,nosuch", "--output", str(out2)]) == 1
+    assert build_lattices.main(["--input", str(raw), "--segmenters", "jieba,nosuch", "--output", str(out2)]) == 1
     assert "unknown segmenter 'nosuch'" in capsys.readouterr().err and not out2.exists()
-    assert build.main(["--input", str(raw), "--segmenters", "char", "--output", str(out2)]) == 1
+    assert build_lattices.main(["--input", str(raw), "--segmenters", "char", "--output", str(out2)]) == 1
     assert f"{raw}:2: empty line" in capsys.readouterr().err and not out2.exists()
 
 
 def test_build_lattices_with_real_segmenters(tmp_path):
     pytest.importorskip("jieba"), pytest.importorskip("thulac"), pytest.importorskip("snownlp")
-    build = _script("build_lattices")
     raw = tmp_path / "raw.zh"
     raw.write_text("我们的两个被告人在法庭上表示不服。\n他下雨天不出门。\n", encoding="utf-8")
     out = tmp_path / "raw.lat"
-    assert build.main(["--input", str(raw), "--output", str(out), "--segmenters", "jieba,thulac,snownlp",
+    assert build_lattices.main(["--input", str(raw), "--output", str(out), "--segmenters", "jieba,thulac,snownlp",
                        "--workers", "2"]) == 0
     lats = read_lattices(str(out))
     assert len(lats) == 2 and "".join(lats[0].chars) == "我们的两个被告人在法庭上表示不服。"
@@ -126,7 +116,7 @@ def _write_corpus(d: Path, n_tgt_lines=None):
 
 
 def _preprocess(raw: Path, dest: Path):
-    return _script("preprocess_lattices").main([
+    return preprocess_lattices.main([
         "--source-lang", "zh", "--target-lang", "en", "--trainpref", str(raw / "train"),
         "--validpref", str(raw / "valid"), "--destdir", str(dest), "--workers", "1"])
 
@@ -217,7 +207,7 @@ def test_preprocess_unk_warning_names_the_training_split(tmp_path, capsys):
     from fairseq_local_repro.text.unk_rate import unk_warning
 
     _write_corpus(tmp_path)
-    assert _script("preprocess_lattices").main([
+    assert preprocess_lattices.main([
         "--source-lang", "zh", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
         "--destdir", str(tmp_path / "bin"), "--workers", "1", "--thresholdsrc", "2"]) == 0
     lines = _warnings(capsys.readouterr().err)

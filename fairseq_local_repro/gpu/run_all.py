@@ -45,9 +45,11 @@ import time
 from fairseq_local_repro.bench_entries import ENTRIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(REPO, "scripts", "bench.py")
-STARTUP = os.path.join(REPO, "scripts", "startup_cost.py")
-CHECK_INSTALL = os.path.join(REPO, "scripts", "gpu", "check_install.py")
+# the modules each part runs (python -m MODULE), the code of scripts/bench.py, scripts/startup_cost.py
+# and scripts/gpu/check_install.py
+BENCH = "fairseq_local_repro.bench"
+STARTUP = "fairseq_local_repro.startup"
+CHECK_INSTALL = "fairseq_local_repro.gpu.check_install"
 
 # --part startup: the start-up cost of --rnn-impl (scripts/startup_cost.py: one training step per batch
 # shape, five shapes in three time buckets) for one model of every family with the option, sizes of
@@ -306,7 +308,7 @@ def run_bench(run, args):
                     rec.update(status="skipped", reason="out of time (--budget-minutes)")
                 else:
                     load, cpu, t = os.getloadavg()[0], _children_cpu_seconds(), time.time()
-                    rc, tail = run.sh([sys.executable, BENCH] + argv + ["--json", jpath],
+                    rc, tail = run.sh([sys.executable, "-m", BENCH] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.deadline - time.time()))
                     rec["seconds"] = round(time.time() - t, 1)
                     if rc == 0 and os.path.isfile(jpath):
@@ -342,7 +344,7 @@ def run_bench(run, args):
 def run_check(run, args):
     """scripts/gpu/check_install.py --fast-path on the run's device: OUT/fast_path_check.json."""
     path = os.path.join(args.out, "fast_path_check.json")
-    cmd = [sys.executable, CHECK_INSTALL, "--device", args.device, "--fast-path",
+    cmd = [sys.executable, "-m", CHECK_INSTALL, "--device", args.device, "--fast-path",
            "--json", path]
     if args.tiny:
         cmd.append("--tiny")
@@ -396,7 +398,7 @@ def run_startup(run, args):
                 else:
                     jpath = os.path.join(tmp, f"{spec['name']}.{impls_here}.json")
                     t = time.time()
-                    rc, tail = run.sh([sys.executable, STARTUP] + argv + ["--json", jpath],
+                    rc, tail = run.sh([sys.executable, "-m", STARTUP] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.left()))
                     rec["seconds"] = round(time.time() - t, 1)
                     if rc == 0 and os.path.isfile(jpath):
