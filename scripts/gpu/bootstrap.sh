@@ -22,17 +22,9 @@
 # TARGET/site.tmp and moved into place when complete; a second run with the same wheels reuses it.
 set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
-target="" wheels="$REPO_ROOT/gpu_kit/wheels" PY="${PYTHON:-python3}" check=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --wheels) need_val "$@"; wheels=$2; shift 2 ;;
-    --python) need_val "$@"; PY=$2; shift 2 ;;
-    --no-check) check=0; shift ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) [ -z "$target" ] || die "one TARGET only (got '$target' and '$1')"; target=$1; shift ;;
-  esac
-done
+positional target TARGET; opt --wheels wheels "$REPO_ROOT/gpu_kit/wheels"; opt --python PY "${PYTHON:-python3}"
+flag --no-check check 0 1
+parse_options "$@"
 [ -n "$target" ] || die "usage: bootstrap.sh TARGET [--wheels DIR] [--python PY] (see --help)"
 need_dir "$wheels" "--wheels"
 need_file "$wheels/MANIFEST.txt" "wheelhouse manifest (run scripts/gpu/wheelhouse.sh)"

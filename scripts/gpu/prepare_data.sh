@@ -14,18 +14,9 @@
 # and moved into place when complete; an existing one is kept (delete it to rebuild).
 set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
-shared="${FAIRSEQ_LOCAL_SHARED_DATA:-$(dirname "$REPO_ROOT")/shared/data}"
-dest="$REPO_ROOT/gpu_kit/data"
-nlat=4000
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --shared) need_val "$@"; shared=$2; shift 2 ;;
-    --dest) need_val "$@"; dest=$2; shift 2 ;;
-    --lattice-sentences) need_val "$@"; nlat=$2; shift 2 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+opt --shared shared "${FAIRSEQ_LOCAL_SHARED_DATA:-$(dirname "$REPO_ROOT")/shared/data}"
+opt --dest dest "$REPO_ROOT/gpu_kit/data"; opt --lattice-sentences nlat 4000
+parse_options "$@"
 [[ "$nlat" =~ ^[1-9][0-9]*$ ]] || die "--lattice-sentences must be a positive integer, not '$nlat'"
 m30k="$shared/multi30k-de-en" tatoeba="$shared/tatoeba-zh-en"
 for f in "$m30k"/{train,valid}.{de,en} "$tatoeba"/{train,valid}.{zh,en}; do need_file "$f" "corpus file"; done

@@ -22,16 +22,8 @@
 # moved into place when complete; MANIFEST.txt lists its files.
 set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
-dest="$REPO_ROOT/gpu_kit/wheels" pyver=3.12 max_mib=40
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage_from_header; exit 0 ;;
-    --dest) need_val "$@"; dest=$2; shift 2 ;;
-    --python-version) need_val "$@"; pyver=$2; shift 2 ;;
-    --max-mib) need_val "$@"; max_mib=$2; shift 2 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+opt --dest dest "$REPO_ROOT/gpu_kit/wheels"; opt --python-version pyver 3.12; opt --max-mib max_mib 40
+parse_options "$@"
 [[ "$pyver" =~ ^3\.[0-9]+$ ]] || die "--python-version must look like 3.12, not '$pyver'"
 [[ "$max_mib" =~ ^[1-9][0-9]*$ ]] || die "--max-mib must be a positive integer, not '$max_mib'"
 abi="cp${pyver/./}"

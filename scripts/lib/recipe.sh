@@ -61,6 +61,13 @@ perplexity() {  # perplexity LABEL OUT DATA CHECKPOINT [OPTION...]: fairseq-eval
   fairseq-eval-lm "$data" --user-dir "$USER_DIR" --path "$ckpt" "$@" "${CPU[@]}" 2>&1 \
     | grep -E "Loss|Perplexity" | sed "s/^/$label: /" | tee "$out"
 }
+valid_test_perplexities() {  # valid_test_perplexities NAME DATA SAVE [OPTION...]: perplexity of
+  #   SAVE/checkpoint_best.pt on DATA's valid and test splits, labelled "NAME SPLIT", into SAVE/SPLIT.ppl
+  local name=$1 data=$2 save=$3 split; shift 3
+  for split in valid test; do
+    perplexity "$name $split" "$save/$split.ppl" "$data" "$save/checkpoint_best.pt" --gen-subset "$split" "$@"
+  done
+}
 word2vec_embeddings() {  # word2vec_embeddings TEXT DICT DIR: EMBED, the Hydra override that starts a
   #   genCNN's embeddings from word2vec vectors of TEXT (scripts/gencnn_word2vec.py), trained once
   #   into DIR/word2vec.DIMd.txt (DIM: the YAMLs' 100, or model.decoder_embed_dim=DIM after --)

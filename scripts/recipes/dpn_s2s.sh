@@ -19,32 +19,16 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-ROW="" DATA="" SUBSET=test REFS="" CPU=() TRAIN=1 SRC="" TGT="" SAVE="" SCORE_ONLY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --row) need_val "$@"; ROW=$2; shift 2 ;;
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --subset) need_val "$@"; SUBSET=$2; shift 2 ;;
-    --refs) need_val "$@"; REFS=$2; shift 2 ;;
-    --source-lang) need_val "$@"; SRC=$2; shift 2 ;;
-    --target-lang) need_val "$@"; TGT=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --no-train) TRAIN=0; shift ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --row ROW; opt --data DATA; opt --subset SUBSET test; opt --refs REFS; opt --source-lang SRC
+opt --target-lang TGT; flag --no-train TRAIN 0 1
+run_options --score-only
+parse_options "$@"
 [ -n "$ROW" ] || die "--row is required"
-CFG="$REPO_ROOT/configs/dpn_s2s/$ROW.yaml"
-need_file "$CFG" "config of --row $ROW"
+row_config dpn_s2s "$ROW"
 [ -n "$DATA" ] || die "--data BIN_DIR is required"
 need_dir "$DATA" "--data"
-activate_env
-DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/dpn_s2s/$ROW}")
+start_row dpn_s2s "$ROW"
+DATA=$(abs_dir "$DATA")
 GEN=(--beam 5)
 case "$ROW" in
   table2_*) GEN=(--beam 10) ;;
@@ -59,14 +43,9 @@ LANGS=(--source-lang "$SRC" --target-lang "$TGT")
 CKPT="$SAVE/checkpoint_best.pt"
 mapfile -t RM_BPE < <(remove_bpe_args "$DATA")  # the BPE scripts/preprocess.sh left in DATA/bpe
 if [ "$SCORE_ONLY" = 0 ]; then
-  if [ "$TRAIN" = 1 ]; then
-    bash "$REPO_ROOT/scripts/train.sh" --data "$DATA" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
-      -- "task.source_lang=$SRC" "task.target_lang=$TGT" "${SMALL_HYDRA[@]}" "$@"
-  fi
+  if [ "$TRAIN" = 1 ]; then train_row "$DATA" "$SAVE" "$CFG" "task.source_lang=$SRC" "task.target_lang=$TGT"; fi
   need_file "$CKPT" "checkpoint (train first, without --no-train)"
-  fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" "${LANGS[@]}" --gen-subset "$SUBSET" \
-    "${GEN[@]}" --batch-size 64 "${RM_BPE[@]}" "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/$SUBSET.gen.tmp"
-  mv "$SAVE/$SUBSET.gen.tmp" "$SAVE/$SUBSET.gen"
+  translate "$DATA" "$CKPT" "$SAVE/$SUBSET.gen" "${LANGS[@]}" --gen-subset "$SUBSET" "${GEN[@]}" "${RM_BPE[@]}"
 fi
 echo "== $ROW on $SUBSET"
 if [[ $ROW == table3_* ]]; then

@@ -9,20 +9,9 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-SUMDATA="" DATA="" OUT=data/gigaword VALID=() PASS=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sumdata) need_val "$@"; SUMDATA=$2; shift 2 ;;
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --valid-size) need_val "$@"; VALID=(--valid-size "$2"); shift 2 ;;
-    --save-dir) need_val "$@"; PASS+=(--save-dir "$2"); shift 2 ;;
-    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --sumdata SUMDATA; opt --data DATA; opt --out OUT data/gigaword; opt_args --valid-size VALID
+forward_options; opt_args --save-dir PASS
+parse_options "$@"
 if [ -z "$DATA" ]; then
   [ -n "$SUMDATA" ] || die "give --sumdata DIR (Rush et al. release) or --data BIN_DIR"
   OUT=$(abs_dir "$OUT")
@@ -31,4 +20,4 @@ if [ -z "$DATA" ]; then
 fi
 need_dir "$DATA" "--data"
 bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row table3_dpn_s2s --data "$DATA" \
-  --refs "$(ls "$(abs_dir "$DATA")"/../refs/test.ref* | tr '\n' ' ')" "${PASS[@]}" -- "$@"
+  --refs "$(ls "$(abs_dir "$DATA")"/../refs/test.ref* | tr '\n' ' ')" "${PASS[@]}" -- "${HYDRA[@]}"

@@ -12,25 +12,15 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-OUT=data/iwslt14.de-en.bpe10k PREP=() PASS=() SAVE=""
-ROWS="table1_dpn_s2s table1_wider_cnn table1_deeper_cnn table1_wider_san table1_deeper_san $(echo table4_m{1..9})"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
-    --tgz|--url|--sha256) need_val "$@"; PREP+=("$1" "$2"); shift 2 ;;
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --rows ROWS "table1_dpn_s2s table1_wider_cnn table1_deeper_cnn table1_wider_san table1_deeper_san $(echo table4_m{1..9})"
+opt_args --tgz PREP; opt_args --url PREP; opt_args --sha256 PREP; opt --out OUT data/iwslt14.de-en.bpe10k
+opt --save-dir SAVE; forward_options
+parse_options "$@"
 for row in $ROWS; do [[ $row == table1_* || $row == table4_* ]] || die "--rows: $row is not an IWSLT14 row"; done
 OUT=$(abs_dir "$OUT")
-[ -f "$OUT/bin/dict.de.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_iwslt14.sh" --out "$OUT" --bpe-size 10000 "${PREP[@]}"
+prepare_once "$OUT/bin/dict.de.txt" prepare_iwslt14 --out "$OUT" --bpe-size 10000 "${PREP[@]}"
 [ -z "$SAVE" ] || SAVE=$(abs_dir "$SAVE")
 for row in $ROWS; do
   bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$OUT/bin" --refs "$OUT/raw/test.en" \
-    ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" -- "$@"
+    ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" -- "${HYDRA[@]}"
 done

@@ -20,21 +20,10 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-DATA="" ROWS="table2_dpn_s2s table2_cnn table2_san" REFS_DIR="" PASS=() SAVE=""
-SUBSETS="test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
-    --subsets) need_val "$@"; SUBSETS=$2; shift 2 ;;
-    --refs-dir) need_val "$@"; REFS_DIR=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu|--small|--score-only) PASS+=("$1"); shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --data DATA; opt --rows ROWS "table2_dpn_s2s table2_cnn table2_san"
+opt --subsets SUBSETS "test:mt04 test1:mt05 test2:mt06 test3:mt08 test4:mt12"; opt --refs-dir REFS_DIR
+opt --save-dir SAVE; forward_options
+parse_options "$@"
 [ -n "$DATA" ] || die "--data BIN_DIR is required (see scripts/recipes/prepare_nist_zhen.sh)"
 need_dir "$DATA" "--data"
 [ -z "$REFS_DIR" ] || need_dir "$REFS_DIR" "--refs-dir"
@@ -51,7 +40,7 @@ for row in $ROWS; do
       refs=(--refs "${files[*]}")
     fi
     bash "$REPO_ROOT/scripts/recipes/dpn_s2s.sh" --row "$row" --data "$DATA" --subset "$subset" "${refs[@]}" \
-      ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" "${train[@]}" -- "$@"
+      ${SAVE:+--save-dir "$SAVE/$row"} "${PASS[@]}" "${train[@]}" -- "${HYDRA[@]}"
     train=(--no-train)
   done
 done

@@ -15,21 +15,13 @@ set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
 REPO=$REPO_ROOT
-OUT=gencnn_rerank_demo; MIN=3; MT_MIN=; NBEST=10; LM_ARCH=gencnn; SIZES=(--train 4000 --valid 300 --test 300)
-LM_ARGS='--alpha-length 12 --beta-length 8 --decoder-embed-dim 64 --alpha-layers (3,64,64),(3,48,48) --beta-layers (3,64,0),(3,64,0) --fc-dim 128' 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --out) OUT="$2"; shift 2 ;;
-    --minutes) MIN="$2"; shift 2 ;;
-    --mt-minutes) MT_MIN="$2"; shift 2 ;;
-    --nbest) NBEST="$2"; shift 2 ;;
-    --lm-arch) LM_ARCH="$2"; shift 2 ;;
-    --lm-args) LM_ARGS="$2"; shift 2 ;;
-    --small) set_small; NBEST=2; SIZES=(--train 300 --valid 30 --test 30); shift ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+SIZES=(--train 4000 --valid 300 --test 300)
+small_run() { set_small; NBEST=2; SIZES=(--train 300 --valid 30 --test 30); }  # --small
+opt --out OUT gencnn_rerank_demo; opt --minutes MIN 3; opt --mt-minutes MT_MIN; opt --nbest NBEST 10
+opt --lm-arch LM_ARCH gencnn
+opt --lm-args LM_ARGS '--alpha-length 12 --beta-length 8 --decoder-embed-dim 64 --alpha-layers (3,64,64),(3,48,48) --beta-layers (3,64,0),(3,64,0) --fc-dim 128'
+flag_call --small small_run
+parse_options "$@"
 MT_MIN=${MT_MIN:-$MIN}
 for m in "$MIN" "$MT_MIN"; do
   [[ "$m" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "gencnn_rerank_demo.sh: --minutes/--mt-minutes must be numbers" >&2; exit 2; }

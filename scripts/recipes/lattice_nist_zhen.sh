@@ -18,48 +18,31 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-DATA="" REFS="" ROWS="dwl_gating" BEAM=10 ONEBEST=() CPU=() SAVE_ROOT="" SCORE_ONLY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --refs-dir) need_val "$@"; REFS=$2; shift 2 ;;
-    --rows) need_val "$@"; ROWS=$2; shift 2 ;;
-    --beam) need_val "$@"; BEAM=$2; shift 2 ;;
-    --one-best) ONEBEST=(--lattice-one-best); shift ;;
-    --save-dir) need_val "$@"; SAVE_ROOT=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --data DATA; opt --refs-dir REFS; opt --rows ROWS dwl_gating; opt --beam BEAM 10
+flag_args --one-best ONEBEST --lattice-one-best; run_options --score-only
+parse_options "$@"
 [ -d "$DATA" ] && [ -f "$DATA/test_sets.txt" ] || die "--data must be a bin-lattice dir of prepare_nist_zhen.sh"
 [ -n "$REFS" ] && [ -d "$REFS" ] || die "--refs-dir DIR (prepare_nist_zhen.sh's OUT/refs) is required"
-for row in $ROWS; do need_file "$REPO_ROOT/configs/lattice/$row.yaml" "config of --rows $row"; done
+for row in $ROWS; do row_config lattice "$row" "--rows $row"; done
 activate_env
-DATA=$(abs_dir "$DATA"); REFS=$(abs_dir "$REFS"); SAVE_ROOT=$(abs_dir "${SAVE_ROOT:-$REPO_ROOT/checkpoints/lattice}")
+DATA=$(abs_dir "$DATA"); REFS=$(abs_dir "$REFS"); SAVE_ROOT=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/lattice}")
 mapfile -t NAMES <"$DATA/test_sets.txt"
 for row in $ROWS; do
   SAVE="$SAVE_ROOT/$row"; mkdir -p "$SAVE"
   if [ "$SCORE_ONLY" = 0 ] && [ ! -f "$SAVE/train.done" ]; then
     [ ! -f "$SAVE/checkpoint_last.pt" ] || say "$row: resuming the interrupted training from $SAVE/checkpoint_last.pt"
-    bash "$REPO_ROOT/scripts/train.sh" --data "$DATA" --save-dir "$SAVE" --config "$REPO_ROOT/configs/lattice/$row.yaml" \
-      "${CPU[@]}" -- "${SMALL_HYDRA[@]}" "$@"
+    row_config lattice "$row"; train_row "$DATA" "$SAVE" "$CFG"
     touch "$SAVE/train.done"
   fi
   for k in "${!NAMES[@]}"; do
     name=${NAMES[$k]}; subset=test$(nsuffix "$k")
     out="$SAVE/$name${ONEBEST:+.1best}"
     if [ "$SCORE_ONLY" = 0 ]; then
-      fairseq-generate "$DATA" --user-dir "$USER_DIR" --task lattice_translation --path "$SAVE/checkpoint_best.pt" \
-        --gen-subset "$subset" --beam "$BEAM" --batch-size 64 "${ONEBEST[@]}" "${CPU[@]}" "${SMALL_GEN[@]}" >"$out.gen.tmp"
-      mv "$out.gen.tmp" "$out.gen"
+      translate "$DATA" "$SAVE/checkpoint_best.pt" "$out.gen" --task lattice_translation --gen-subset "$subset" \
+        --beam "$BEAM" "${ONEBEST[@]}"
     fi
-    refs=(); for r in "$REFS/$name".ref*; do [ -f "$r" ] && refs+=(--ref "$r"); done
-    [ ${#refs[@]} -gt 0 ] || die "no references $REFS/$name.ref*"
+    reference_args "$REFS/$name.ref"
     echo "== $row $name${ONEBEST:+ (1-best chains)}"
-    score_translation "$out.gen" "$out" --lowercase "${refs[@]}"
+    score_translation "$out.gen" "$out" --lowercase "${REF_ARGS[@]}"
   done
 done

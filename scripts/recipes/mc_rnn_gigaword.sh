@@ -13,35 +13,15 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-ROW=table3_mc_rnn_3 DATA="" REFS="" CPU=() SAVE="" SCORE_ONLY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --row) need_val "$@"; ROW=$2; shift 2 ;;
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --refs-dir) need_val "$@"; REFS=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --row ROW table3_mc_rnn_3; opt --data DATA; opt --refs-dir REFS
+run_options --score-only
+parse_options "$@"
 [ -n "$DATA" ] || die "--data BIN_DIR is required (see scripts/recipes/prepare_gigaword.sh)"
 need_dir "$DATA" "--data"
-CFG="$REPO_ROOT/configs/mc_rnn/$ROW.yaml"
-need_file "$CFG" "config of --row $ROW"
-activate_env
-DATA=$(abs_dir "$DATA"); REFS=${REFS:-$DATA/../refs}; need_file "$REFS/test.ref0" "test reference"
-SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/mc_rnn/$ROW}")
-if [ "$SCORE_ONLY" = 0 ]; then
-  bash "$REPO_ROOT/scripts/train.sh" --data "$DATA" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
-    -- "${SMALL_HYDRA[@]}" "$@"
-  fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$SAVE/checkpoint_best.pt" \
-    --gen-subset test --beam 10 --batch-size 64 "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/test.gen.tmp"
-  mv "$SAVE/test.gen.tmp" "$SAVE/test.gen"
-fi
-refs=(); for r in "$REFS"/test.ref*; do refs+=(--ref "$r"); done
+REFS=${REFS:-$DATA/../refs}; need_file "$REFS/test.ref0" "test reference"
+start_row mc_rnn "$ROW"
+DATA=$(abs_dir "$DATA")
+train_and_translate "$DATA" "$SAVE/test.gen" --gen-subset test --beam 10
+reference_args "$REFS/test.ref"
 echo "== $ROW: Gigaword test"
-score_summaries "$SAVE/test.gen" "$SAVE/test" "${refs[@]}"
+score_summaries "$SAVE/test.gen" "$SAVE/test" "${REF_ARGS[@]}"

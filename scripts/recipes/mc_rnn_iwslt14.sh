@@ -16,34 +16,14 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-ROW=table2_mc_rnn_3 DATA=data/iwslt14.de-en BPE_SIZE=25000 CPU=() SAVE="" SCORE_ONLY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --row) need_val "$@"; ROW=$2; shift 2 ;;
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --bpe-size) need_val "$@"; BPE_SIZE=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
-CFG="$REPO_ROOT/configs/mc_rnn/$ROW.yaml"
-need_file "$CFG" "config of --row $ROW"
-activate_env
-DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/mc_rnn/$ROW}")
-[ -f "$DATA/bin/dict.de.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_iwslt14.sh" --out "$DATA" --bpe-size "$BPE_SIZE"
+opt --row ROW table2_mc_rnn_3; opt --data DATA data/iwslt14.de-en; opt --bpe-size BPE_SIZE 25000
+run_options --score-only
+parse_options "$@"
+start_row mc_rnn "$ROW"
+DATA=$(abs_dir "$DATA")
+prepare_once "$DATA/bin/dict.de.txt" prepare_iwslt14 --out "$DATA" --bpe-size "$BPE_SIZE"
 need_file "$DATA/raw/test.en" "raw test references (re-run prepare_iwslt14.sh)"
 mapfile -t RM_BPE < <(remove_bpe_args "$DATA/bin")  # the BPE scripts/preprocess.sh left in DATA/bin/bpe
-if [ "$SCORE_ONLY" = 0 ]; then
-  bash "$REPO_ROOT/scripts/train.sh" --data "$DATA/bin" --save-dir "$SAVE" --config "$CFG" "${CPU[@]}" \
-    -- "${SMALL_HYDRA[@]}" "$@"
-  fairseq-generate "$DATA/bin" --user-dir "$USER_DIR" --path "$SAVE/checkpoint_best.pt" --gen-subset test \
-    --beam 5 --batch-size 64 "${RM_BPE[@]}" "${CPU[@]}" "${SMALL_GEN[@]}" >"$SAVE/test.gen.tmp"
-  mv "$SAVE/test.gen.tmp" "$SAVE/test.gen"
-fi
+train_and_translate "$DATA/bin" "$SAVE/test.gen" --gen-subset test --beam 5 "${RM_BPE[@]}"
 echo "== $ROW: IWSLT14 test"
 score_translation "$SAVE/test.gen" "$SAVE/test" --lowercase --tokenized --ref "$DATA/raw/test.en"

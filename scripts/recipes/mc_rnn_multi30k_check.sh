@@ -17,23 +17,10 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-SRC="$REPO_ROOT/../shared/data/multi30k-de-en" OUT=work/m30k MINUTES=4 BPE_SIZE=8000 DIMS=256 THREADS=1 SCORE_ONLY=0
-ARCHS="mc_rnn_iwslt_de_en_3 rnnsearch_iwslt_de_en"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --src) need_val "$@"; SRC=$2; shift 2 ;;
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --minutes) need_val "$@"; MINUTES=$2; shift 2 ;;
-    --bpe-size) need_val "$@"; BPE_SIZE=$2; shift 2 ;;
-    --dims) need_val "$@"; DIMS=$2; shift 2 ;;
-    --cpu-threads) need_val "$@"; THREADS=$2; shift 2 ;;
-    --archs) need_val "$@"; ARCHS=$2; shift 2 ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --src SRC "$REPO_ROOT/../shared/data/multi30k-de-en"; opt --out OUT work/m30k; opt --minutes MINUTES 4
+opt --bpe-size BPE_SIZE 8000; opt --dims DIMS 256; opt --cpu-threads THREADS 1
+opt --archs ARCHS "mc_rnn_iwslt_de_en_3 rnnsearch_iwslt_de_en"; flag_call --small set_small; flag --score-only SCORE_ONLY
+parse_options "$@"
 for f in train.de train.en valid.de valid.en; do
   [ -s "$SRC/$f" ] || die "--src $SRC: missing $f (give the Multi30k folder with --src)"
 done

@@ -10,26 +10,10 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-DATA=data/ptb CPU=() NAME=table4_mc_rnn_ptb SAVE=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --baseline) NAME=table4_awd_lstm_ptb; shift ;;
-    --small) set_small; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
-activate_env
-DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/mc_rnn/$NAME}")
-[ -f "$DATA/bin/dict.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_ptb.sh" --out "$DATA"
-bash "$REPO_ROOT/scripts/train.sh" --data "$DATA/bin" --save-dir "$SAVE" --config "$REPO_ROOT/configs/mc_rnn/$NAME.yaml" \
-  "${CPU[@]}" -- "${SMALL_HYDRA[@]}" "$@"
-for split in valid test; do
-  fairseq-eval-lm "$DATA/bin" --user-dir "$USER_DIR" --task stateful_language_modeling \
-    --path "$SAVE/checkpoint_best.pt" --gen-subset "$split" --batch-size 1 --tokens-per-sample 70 \
-    "${CPU[@]}" 2>&1 | grep -E "Loss|Perplexity" | sed "s/^/$NAME $split: /" | tee "$SAVE/$split.ppl"
-done
+opt --data DATA data/ptb; flag --baseline NAME table4_awd_lstm_ptb table4_mc_rnn_ptb; run_options
+parse_options "$@"
+start_row mc_rnn "$NAME"
+DATA=$(abs_dir "$DATA")
+prepare_once "$DATA/bin/dict.txt" prepare_ptb --out "$DATA"
+train_row "$DATA/bin" "$SAVE" "$CFG"
+valid_test_perplexities "$NAME" "$DATA/bin" "$SAVE" --task stateful_language_modeling --batch-size 1 --tokens-per-sample 70

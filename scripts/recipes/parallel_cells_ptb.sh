@@ -14,29 +14,11 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-DATA=data/ptb WIDE=3 CPU=() NAME="" SAVE=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data) need_val "$@"; DATA=$2; shift 2 ;;
-    --wide) need_val "$@"; WIDE=$2; shift 2 ;;
-    --masking) NAME=section41_masking_420h_wide3; shift ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --small) set_small; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --data DATA data/ptb; opt --wide WIDE 3; flag --masking NAME section41_masking_420h_wide3 ""; run_options
+parse_options "$@"
 NAME=${NAME:-table2_ptb_wide$WIDE}
-need_file "$REPO_ROOT/configs/parallel_cells/$NAME.yaml" "config for --wide $WIDE (use 1 2 3 4 5 10 15)"
-activate_env
-DATA=$(abs_dir "$DATA"); SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/parallel_cells/$NAME}")
-[ -f "$DATA/bin/dict.txt" ] || bash "$REPO_ROOT/scripts/recipes/prepare_ptb.sh" --out "$DATA"
-bash "$REPO_ROOT/scripts/train.sh" --data "$DATA/bin" --save-dir "$SAVE" \
-  --config "$REPO_ROOT/configs/parallel_cells/$NAME.yaml" "${CPU[@]}" -- "${SMALL_HYDRA[@]}" "$@"
-for split in valid test; do
-  fairseq-eval-lm "$DATA/bin" --user-dir "$USER_DIR" --task stateful_language_modeling \
-    --path "$SAVE/checkpoint_best.pt" --gen-subset "$split" --batch-size 1 --tokens-per-sample 35 \
-    "${CPU[@]}" 2>&1 | grep -E "Loss|Perplexity" | sed "s/^/$NAME $split: /" | tee "$SAVE/$split.ppl"
-done
+start_row parallel_cells "$NAME" "--wide $WIDE (use 1 2 3 4 5 10 15)"
+DATA=$(abs_dir "$DATA")
+prepare_once "$DATA/bin/dict.txt" prepare_ptb --out "$DATA"
+train_row "$DATA/bin" "$SAVE" "$CFG"
+valid_test_perplexities "$NAME" "$DATA/bin" "$SAVE" --task stateful_language_modeling --batch-size 1 --tokens-per-sample 35

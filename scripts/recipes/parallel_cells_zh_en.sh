@@ -20,25 +20,9 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-ROW=wide3 OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt02 BEAM=10 CPU=() SETS=() SAVE="" SCORE_ONLY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --row) need_val "$@"; ROW=$2; shift 2 ;;
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --train-zh) need_val "$@"; TRAIN_ZH=$2; shift 2 ;;
-    --train-en) need_val "$@"; TRAIN_EN=$2; shift 2 ;;
-    --set) need_val "$@"; SETS+=(--set "$2"); shift 2 ;;
-    --valid) need_val "$@"; VALID=$2; shift 2 ;;
-    --beam) need_val "$@"; BEAM=$2; shift 2 ;;
-    --save-dir) need_val "$@"; SAVE=$2; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --small) set_small; shift ;;
-    --score-only) SCORE_ONLY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --row ROW wide3; opt --out OUT; opt --train-zh TRAIN_ZH; opt --train-en TRAIN_EN; opt_args --set SETS
+opt --valid VALID mt02; opt --beam BEAM 10; run_options --score-only
+parse_options "$@"
 case "$ROW" in baseline|wide3) ;; *) die "--row must be baseline or wide3 (got $ROW)" ;; esac
 [ -n "$OUT" ] || die "--out is required"
 activate_env
@@ -70,11 +54,8 @@ PY
     ${TESTPREFS:+--test "$TESTPREFS"} --destdir "$BIN" --bpe none --nwords 30000
   cp "$OUT/bin-bpe/test_sets.txt" "$BIN/test_sets.txt"
 fi
-SAVE=$(abs_dir "${SAVE:-$REPO_ROOT/checkpoints/parallel_cells/table3_zh_en_$ROW}")
-if [ "$SCORE_ONLY" = 0 ]; then
-  bash "$REPO_ROOT/scripts/train.sh" --data "$BIN" --save-dir "$SAVE" "${CPU[@]}" \
-    --config "$REPO_ROOT/configs/parallel_cells/table3_zh_en_$ROW.yaml" -- "${SMALL_HYDRA[@]}" "$@"
-fi
+start_row parallel_cells "table3_zh_en_$ROW"
+[ "$SCORE_ONLY" = 1 ] || train_row "$BIN" "$SAVE" "$CFG"
 i=0
 while read -r n; do
   subset=test$(nsuffix $i); i=$((i + 1))
@@ -82,8 +63,7 @@ while read -r n; do
     bash "$REPO_ROOT/scripts/generate.sh" --data "$BIN" --path "$SAVE/checkpoint_best.pt" --out "$SAVE/$n" \
       --subset "$subset" --beam "$BEAM" --bpe none -- "${CPU[@]}" "${SMALL_GEN[@]}"
   fi
-  refs=(); for r in "$OUT/refs/$n".ref*; do [ -f "$r" ] && refs+=(--ref "$r"); done
-  [ ${#refs[@]} -gt 0 ] || die "no references $OUT/refs/$n.ref*"
+  reference_args "$OUT/refs/$n.ref"
   echo "== table3_zh_en_$ROW $n"
-  score_translation "$SAVE/$n/generate-$subset.txt" "$SAVE/$n" --lowercase "${refs[@]}"
+  score_translation "$SAVE/$n/generate-$subset.txt" "$SAVE/$n" --lowercase "${REF_ARGS[@]}"
 done <"$BIN/test_sets.txt"

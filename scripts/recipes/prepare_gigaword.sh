@@ -19,18 +19,9 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-SUMDATA="" OUT=data/gigaword NWORDS=30000 VALID_SIZE=0 WORKERS=4
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sumdata) need_val "$@"; SUMDATA=$2; shift 2 ;;
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --nwords) need_val "$@"; NWORDS=$2; shift 2 ;;
-    --valid-size) need_val "$@"; VALID_SIZE=$2; shift 2 ;;
-    --workers) need_val "$@"; WORKERS=$2; shift 2 ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --sumdata SUMDATA; opt --out OUT data/gigaword; opt --nwords NWORDS 30000; opt --valid-size VALID_SIZE 0
+opt --workers WORKERS 4
+parse_options "$@"
 [ -n "$SUMDATA" ] || die "--sumdata DIR is required (see --help)"
 need_dir "$SUMDATA" "--sumdata"
 for n in "$NWORDS" "$VALID_SIZE" "$WORKERS"; do

@@ -16,21 +16,10 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-OUT=data/iwslt14.de-en BPE_SIZE=25000 TGZ="" WORKERS=4 SHA=""
-URL="http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --bpe-size) need_val "$@"; BPE_SIZE=$2; shift 2 ;;
-    --tgz) need_val "$@"; TGZ=$2; shift 2 ;;
-    --url) need_val "$@"; URL=$2; shift 2 ;;
-    --sha256) need_val "$@"; SHA=$2; shift 2 ;;
-    --require-checksum) export REQUIRE_CHECKSUM=1; shift ;;
-    --workers) need_val "$@"; WORKERS=$2; shift 2 ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --out OUT data/iwslt14.de-en; opt --bpe-size BPE_SIZE 25000; opt --tgz TGZ
+opt --url URL "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"; opt --sha256 SHA
+flag_call --require-checksum require_checksum; opt --workers WORKERS 4
+parse_options "$@"
 [[ "$BPE_SIZE" =~ ^[1-9][0-9]*$ ]] || die "--bpe-size must be a positive integer (got $BPE_SIZE)"
 [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || die "--workers must be a positive integer (got $WORKERS)"
 activate_env

