@@ -8,7 +8,7 @@ with the traceback a user would see).  A few cases run the real CLIs (``fairseq-
 ``fairseq-generate``, ``fairseq-hydra-train``, the shell scripts) in a subprocess to check the
 hook itself.  Every case shares one tiny binarized corpus and one tiny checkpoint.
 """
-import importlib.util
+import importlib
 import os
 import random
 import shutil
@@ -70,13 +70,6 @@ def call(capsys, fn, *args):
 def run(*cmd, timeout=300):
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV, timeout=timeout)
     return proc.returncode, proc.stderr
-
-
-def load_script(path):
-    spec = importlib.util.spec_from_file_location(Path(path).stem + "_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def write(path, data):

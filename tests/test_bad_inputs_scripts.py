@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from contract_lib import REPO
+from fairseq_local_repro.tools import build_lattices, preprocess_lattices
 from test_bad_inputs import assert_one_line, call, run
 
 
@@ -64,9 +65,7 @@ def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
     (["--merge", "{empty}", "{empty}"], "{empty}: the file is empty (no sentences to build lattices from)"),
 ])
 def test_build_lattices_empty_input(tmp_path, capsys, argv, needle):
-    from test_bad_inputs import load_script
-
-    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    mod = build_lattices
     empty = tmp_path / "empty.zh"
     empty.write_bytes(b"")
     out = tmp_path / "out.lat"
@@ -76,9 +75,7 @@ def test_build_lattices_empty_input(tmp_path, capsys, argv, needle):
 
 def test_build_lattices_output_in_a_missing_directory(tmp_path, capsys, monkeypatch):
     """Refused before segmenting (not a FileNotFoundError traceback once all the work is done)."""
-    from test_bad_inputs import load_script
-
-    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    mod = build_lattices
     monkeypatch.setattr(mod, "build_lines", None)  # never reached
     (tmp_path / "in.zh").write_text("下雨天\n")
     out = tmp_path / "nodir" / "o.lat"
@@ -87,9 +84,7 @@ def test_build_lattices_output_in_a_missing_directory(tmp_path, capsys, monkeypa
 
 
 def test_build_lattices_workers_zero(tmp_path, capsys):
-    from test_bad_inputs import load_script
-
-    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    mod = build_lattices
     (tmp_path / "in.zh").write_text("下雨天\n")
     code, err = call(capsys, mod.main, ["--input", str(tmp_path / "in.zh"), "--output", str(tmp_path / "o.lat"),
                                         "--workers", "0"])
@@ -99,9 +94,7 @@ def test_build_lattices_workers_zero(tmp_path, capsys):
 
 def test_build_lattices_ctrl_c(tmp_path, capsys, monkeypatch):
     """Ctrl-C while segmenting: one line, status 130, no output file (fault injection)."""
-    from test_bad_inputs import load_script
-
-    mod = load_script(REPO / "scripts" / "build_lattices.py")
+    mod = build_lattices
 
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -136,9 +129,9 @@ def test_lattice_pool_workers_leave_ctrl_c_to_the_parent():
 @pytest.mark.parametrize("stage", ["dictionary", "binarize"])
 def test_preprocess_lattices_ctrl_c(tmp_path, capsys, monkeypatch, stage):
     """Ctrl-C while binarizing: one line, status 130, --destdir not created (fault injection)."""
-    from test_bad_inputs import _lattice_corpus, load_script
+    from test_bad_inputs import _lattice_corpus
 
-    mod = load_script(REPO / "scripts" / "preprocess_lattices.py")
+    mod = preprocess_lattices
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -161,9 +154,9 @@ def test_preprocess_lattices_ctrl_c(tmp_path, capsys, monkeypatch, stage):
 ])
 def test_preprocess_lattices_degenerate_numbers(tmp_path, capsys, option, value, needle):
     """Refused before anything is read or written (--nwordssrc 0 used to keep every word)."""
-    from test_bad_inputs import _lattice_corpus, load_script
+    from test_bad_inputs import _lattice_corpus
 
-    mod = load_script(REPO / "scripts" / "preprocess_lattices.py")
+    mod = preprocess_lattices
     code, err = call(capsys, mod.main, _lattice_corpus(tmp_path) + [option, value])
     assert_one_line(code, err, "preprocess_lattices.py: error: " + needle)
     assert not (tmp_path / "bin").exists()
