@@ -21,7 +21,9 @@ Raw text needs the BPE the training text was cut with. A data directory made by
 ``codes.<joint|lang>``): when no ``bpe=`` is given, the interface applies that one, as
 ``generate.sh`` finds it; a ``bpe=`` of another kind, or a model file other than the data
 directory's (or, without ``bpe/``, of another kind than the dictionary's pieces), is one line
-(:func:`data_bpe`).
+(:func:`data_bpe`).  Its ``corpus.json`` (:mod:`fairseq_local.data.corpus_manifest`) says how the
+text was normalised before BPE: Moses-tokenized text is tokenized the same way and lowercased text
+lowercased (:func:`data_tokenizer`; a ``tokenizer=`` other than the corpus's is a warning).
 
 ``score`` is fairseq's language-model scoring; for translation checkpoints it stops with one line
 (fairseq's ``score`` has no target side for them: use ``fairseq-generate --score-reference``).
@@ -46,6 +48,7 @@ from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageMode
 from fairseq.tasks.translation import TranslationTask
 from omegaconf import OmegaConf
 
+from fairseq_local.data import corpus_manifest
 from fairseq_local.data.lattice_dataset import pack_lattices
 from fairseq_local.data.text_input import lowercase_input
 from fairseq_local.errors import CheckpointError, UserError
@@ -98,10 +101,14 @@ class HubInterface(GeneratorHubInterface):
     silently (an empty sentence scored as nothing): :func:`check_sentences`; a blank source
     translates into "" (fairseq would decode ``max_len_b`` tokens from nothing)."""
 
+    corpus_lowercase = False  # the data directory's corpus.json says its text was lowercased (data_tokenizer)
+
     def tokenize(self, sentence: str) -> str:
         """fairseq's ``--tokenizer`` step, after lowercasing when the training text was lowercased
-        (:func:`fairseq_local.data.text_input.lowercase_input`)."""
-        return super().tokenize(lowercase_input(sentence, self.src_dict))
+        (:func:`fairseq_local.data.text_input.lowercase_input`; the corpus.json of the data directory,
+        when it has one, says so: :func:`data_tokenizer`)."""
+        text = super().tokenize(lowercase_input(sentence, self.src_dict))
+        return text.lower() if self.corpus_lowercase else text
 
     def _is_translation(self) -> bool:
         return isinstance(self.task, TranslationTask)
@@ -210,6 +217,10 @@ def from_pretrained(model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOIN
     bpe = data_bpe(data, kwargs, task)
     if bpe is not None:
         hub.bpe = bpe
+    tokenizer = data_tokenizer(data, kwargs, task)
+    if tokenizer is not None:
+        hub.tokenizer = tokenizer
+    hub.corpus_lowercase = bool(corpus_manifest.transforms(data).get("lowercase"))
     return hub
 
 
@@ -242,6 +253,36 @@ def _dictionary_kind(dictionary):
 
 def _same_file(a: str, b: str) -> bool:
     return os.path.isfile(a) and filecmp.cmp(a, b, shallow=False)
+
+
+def data_tokenizer(data: str, kwargs: dict, task):
+    """The tokenizer the interface applies to raw text, or None to keep what fairseq built from
+    ``kwargs``.  A data directory made by ``scripts/preprocess.sh`` says in its ``corpus.json`` whether
+    the training text was Moses-tokenized (``--tokenize moses``): without ``tokenizer=``, raw text is
+    Moses-tokenized the same way (sacremoses, XML-escaped, no aggressive dash splits) and the output
+    detokenized; a ``tokenizer=`` other than the corpus's is a warning naming both."""
+    corpus = corpus_manifest.transforms(data).get("tokenize")
+    if corpus is None or ("tokenizer" in kwargs and kwargs["tokenizer"] is None):
+        return None  # no corpus.json, or tokenizer=None: the caller gives text tokenized as the corpus
+    given = kwargs.get("tokenizer")
+    if given is not None:
+        if str(given) != corpus:
+            warnings.warn(f"from_pretrained: tokenizer={given!r}, but the training text of {data} was tokenized with "
+                          f"--tokenize {corpus} (its corpus.json): input is cut otherwise than the text the model "
+                          f"learnt from; leave out tokenizer= to tokenize as the corpus was", stacklevel=3)
+        return None
+    if corpus != "moses":
+        return None
+    cfg = getattr(task, "cfg", None)
+    src, tgt = getattr(cfg, "source_lang", None) or "en", getattr(cfg, "target_lang", None) or "en"
+    try:
+        return encoders.build_tokenizer(Namespace(tokenizer="moses", moses_source_lang=src, moses_target_lang=tgt,
+                                                  moses_no_dash_splits=True, moses_no_escape=False))
+    except ImportError:
+        warnings.warn(f"from_pretrained: the training text of {data} was Moses-tokenized (--tokenize moses), but "
+                      "sacremoses is not installed: pip install sacremoses, or give Moses-tokenized text",
+                      stacklevel=3)
+        return None
 
 
 def data_bpe(data: str, kwargs: dict, task):

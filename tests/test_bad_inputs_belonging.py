@@ -9,6 +9,7 @@ import json
 import logging
 import shutil
 import subprocess
+import warnings
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from sacremoses import MosesDetokenizer
 
 from contract_lib import REPO, console_script, make_translation_data
 from fairseq_local.data import corpus_manifest as cm
+from fairseq_local.hub import from_pretrained
 from fairseq_local.patches import dictionary_fingerprint
 from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
 
@@ -267,6 +269,50 @@ def test_resuming_with_another_corpus_warns(two_corpora, tmp_path):
     err = proc.stdout + proc.stderr  # fairseq-train logs to stdout
     assert proc.returncode == 0, err[-2000:]
     assert f"{path} was trained on another corpus ({data}" in err and f"than {other} was made from" in err
+
+
+# ------------------------------------------------------------------------------------------------
+# the hub reads the corpus's tokenization
+# ------------------------------------------------------------------------------------------------
+def _hub_data(two_corpora, tmp_path, **tf):
+    _, data, _ = two_corpora
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    manifest = cm.read(str(data))
+    cm.write(copy, dict(manifest, transforms=dict(manifest["transforms"], **tf)))
+    return copy
+
+
+def _hub(two_corpora, data, **kwargs):
+    path = two_corpora[0]
+    return from_pretrained(path.parent, path.name, data_name_or_path=str(data), **kwargs)
+
+
+def test_hub_moses_tokenizes_and_lowercases_as_the_corpus(two_corpora, tmp_path):
+    hub = _hub(two_corpora, _hub_data(two_corpora, tmp_path, tokenize="moses", lowercase=True))
+    assert hub.tokenize("Hello, World & friends.") == "hello , world &amp; friends ."
+    assert hub.detokenize("hello , world &amp; friends .") == "hello, world & friends."
+    plain = _hub(two_corpora, _hub_data(two_corpora, tmp_path / "plain", tokenize="none"))
+    assert plain.tokenizer is None and plain.tokenize("a, b & c.") == "a, b & c."
+
+
+@pytest.mark.parametrize("corpus, given", [("moses", "space"), ("none", "moses")])
+def test_hub_tokenizer_other_than_the_corpus_warns(two_corpora, tmp_path, corpus, given):
+    data = _hub_data(two_corpora, tmp_path, tokenize=corpus)
+    with pytest.warns(UserWarning) as record:
+        _hub(two_corpora, data, tokenizer=given)
+    assert [str(w.message) for w in record if "tokenizer=" in str(w.message)] == [
+        f"from_pretrained: tokenizer={given!r}, but the training text of {data} was tokenized with --tokenize "
+        f"{corpus} (its corpus.json): input is cut otherwise than the text the model learnt from; leave out "
+        "tokenizer= to tokenize as the corpus was"]
+
+
+def test_hub_tokenizer_none_is_the_callers_choice(two_corpora, tmp_path):
+    data = _hub_data(two_corpora, tmp_path, tokenize="moses")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hub = _hub(two_corpora, data, tokenizer=None)
+    assert hub.tokenizer is None and hub.tokenize("a, b.") == "a, b."
 
 
 # ------------------------------------------------------------------------------------------------

@@ -283,7 +283,7 @@ def test_train_bf16_cpu_then_generate_and_score_against_raw_references(corpus, s
     gen = tmp_path / "gen"
     proc = run("bash", SCRIPTS / "generate.sh", "--data", spm_bin, "--path", ckpt, "--out", gen, "--beam", "2",
                "--", "--max-len-b", "5")
-    assert sorted(p.name for p in gen.iterdir()) == ["generate-test.txt", "hyp.txt", "ref.tok.txt"]
+    assert sorted(p.name for p in gen.iterdir()) == ["gen.json", "generate-test.txt", "hyp.txt", "ref.tok.txt"]
     assert "no raw references (--ref)" in proc.stderr
     raw = (corpus / "test.tgt").read_text().splitlines()
     assert len((gen / "ref.tok.txt").read_text().splitlines()) == len(raw)

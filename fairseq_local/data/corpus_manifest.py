@@ -247,7 +247,7 @@ def claim_run(save_dir: str, row: str, data: str) -> bool:
     :class:`CorpusManifestError` naming both when it holds another row's or another data directory's
     run.  True when the record is new."""
     path = os.path.join(save_dir, RUN_RECORD)
-    data = os.path.abspath(first_data_dir(data))
+    data = os.path.realpath(first_data_dir(data))  # the same folder by any path
     held = _read_json(path, "run record")
     if held:
         was_row, was_data = held.get("row"), held.get("data")
