@@ -1,19 +1,29 @@
 """The registry of ``scripts/reproduce.py``: each paper's central comparison as a *family* of
-systems (registered architecture + options), its data, its metric, its training schedule per
-scale, and the claim the comparison tests.
+systems, its data, its metric, its scales and the claim the comparison tests.
 
-A family is a :class:`Family`; its systems are :class:`System` rows.  The first system flagged
-``baseline`` is what every other system is compared against (``Family.comparisons`` may name other pairs).  Widths at
-``--scale cpu`` follow one rule per family (``Scale.width``): every system gets the same embedding
-and hidden width, except a system with ``size_match`` set, whose hidden width is the one that gives
-it the parameter count of the named system at that width (the size-matched control of the paper).
+A family is a :class:`Family`; its systems are :class:`System` rows.  Each system names its paper
+row, ``configs/<family>/<row>.yaml``: the row's arch holds its sizes, the row's YAML its training
+schedule (:mod:`fairseq_local_repro.schedule` turns both into fairseq-train options).  At
+``--scale paper`` a system trains its row as the YAML gives it (:func:`paper_scale` reads the values the
+results record from the family's reference row).  At ``--scale cpu`` the harness shrinks model and
+schedule, and says how on top of the row's YAML: the scale's values (:func:`cpu_scale`: width, batch,
+patience, epochs, dropout, and the learning rate and clipping where they differ from the row's), the
+family's table of overrides of the row's other sections (``Scale.overrides``: another optimizer or
+learning-rate scheduler, the prepared corpus's task) and each system's CPU model (``System.arch``,
+``System.options`` and its width templates).  Widths at ``--scale cpu`` follow one rule per family
+(``Scale.width``): every system gets the same embedding and hidden width, except a system with
+``size_match`` set, whose hidden width is the one that gives it the parameter count of the named
+system at that width (the size-matched control of the paper).  The first system flagged ``baseline``
+is what every other system is compared against (``Family.comparisons`` may name other pairs).
 ``Family.planned`` lists the comparisons still to train (:class:`RunSet`: systems, seeds, setting and
 the one command that trains and publishes them); the results page shows each run of them that is not
-yet published.  Standard library only, so that ``reproduce.py`` can report a bad family name without importing
-fairseq.
+yet published.  The standard library and PyYAML only, so that ``reproduce.py`` can report a bad family
+name without importing fairseq.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from fairseq_local_repro.schedule import UNSET, load_row, row_value
 
 
 # Width options as templates: {w} = the scale's common width, {h} = the hidden width (= {w}, or
@@ -41,8 +51,15 @@ DPN_DEEPER_SAN_WIDTHS = ("--encoder-embed-dim", "{w}", "--decoder-embed-dim", "{
 class System:
     name: str                      # directory name and key in the JSON (e.g. "mc_rnn_3")
     label: str                     # the paper's name of the row (e.g. "MC-RNN-3")
-    arch: str                      # a registered fairseq architecture
-    options: Tuple[str, ...] = ()  # extra fairseq-train options of this system (both scales)
+    row: str                       # configs/<family>/<row>.yaml: its arch and training schedule
+    # the model at --scale cpu: a registered arch ("" = the row's) with the width templates and
+    # these options on top; at --scale paper the row's arch and ``paper_options``
+    arch: str = ""
+    options: Tuple[str, ...] = ()  # extra model options at --scale cpu
+    paper_options: Tuple[str, ...] = ()  # model options on top of the row's arch at --scale paper (a labelled variant)
+    # a control the paper has no row for: its model is ``arch`` with the width templates at every scale,
+    # its schedule the row's
+    own_model: bool = False
     baseline: bool = False
     size_match: Optional[str] = None  # name of the system whose parameter count this one matches
     widths: Tuple[str, ...] = SEQ2SEQ_WIDTHS  # width option templates at --scale cpu (() = the arch's own)
@@ -52,19 +69,73 @@ class System:
     masking_groups: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     data: str = ""                 # which of the family's binarized data dirs it reads ("" = the one data dir)
 
+    def __post_init__(self):
+        if not self.arch:
+            object.__setattr__(self, "arch", self.row_arch)
+
+    @property
+    def row_arch(self) -> str:
+        """The arch its row's YAML names (``model._name``)."""
+        return load_row(self.row)["model"]["_name"]
+
 
 @dataclass(frozen=True)
 class Scale:
-    """Training schedule and widths of one scale.  ``width`` None = the architectures' own widths."""
+    """Training schedule and widths of one scale, as the results record them: :func:`paper_scale` reads
+    them from a row's YAML, :func:`cpu_scale` names what the CPU scale changes.  ``width`` None = the
+    architectures' own widths; ``dropout`` None = the arch's; ``max_tokens`` None = the row's batch size
+    in sentences; ``overrides``: what the scale changes in the rows' other sections
+    (:func:`fairseq_local_repro.schedule.apply_overrides`; :data:`CORPUS_TASK` as the task: the
+    prepared corpus's)."""
     width: Optional[int]
-    max_tokens: int
-    patience: int                  # early stopping: validations without a better dev loss
+    max_tokens: Optional[int]
+    patience: int                  # early stopping: validations without a better dev loss (-1: none)
     max_epoch: int                 # safety cap; a run that reaches it is reported as such
-    lr: float = 1e-3
-    dropout: float = 0.2
-    clip_norm: float = 1.0
+    lr: float
+    dropout: Optional[float]
+    clip_norm: float
     train_pairs: Optional[int] = None  # use only the first N training pairs/sentences (None: all)
     notes: str = ""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    paper: bool = False            # the systems train their rows' archs (--scale paper)
+
+
+# A scale override's task: the task of the corpus the harness prepared (its languages, or its
+# language-model samples), not the row's
+CORPUS_TASK = "<the prepared corpus's task>"
+
+
+def paper_scale(row: str, width: Optional[int] = None, notes: str = "") -> Scale:
+    """The scale that trains each system's row as its YAML gives it; the values the results record
+    are those of ``row``, the family's reference row (``tests/test_schedules.py``: every row of the
+    family has them)."""
+    return Scale(width=width, max_tokens=row_value(row, "dataset.max_tokens"),
+                 patience=row_value(row, "checkpoint.patience"), max_epoch=row_value(row, "optimization.max_epoch"),
+                 lr=row_value(row, "optimization.lr")[0], dropout=None,
+                 clip_norm=row_value(row, "optimization.clip_norm"), notes=notes, paper=True)
+
+
+def cpu_scale(row: str, *, width: int, max_tokens: int, patience: int, max_epoch: int, dropout: float,
+              overrides: Mapping[str, Any], lr: Optional[float] = None, clip_norm: Optional[float] = None,
+              train_pairs: Optional[int] = None, notes: str = "") -> Scale:
+    """The CPU scale: the named values on top of the rows' YAML (the learning rate and clipping
+    threshold of ``row``, the family's reference row, unless given) and ``overrides`` of their other sections."""
+    return Scale(width=width, max_tokens=max_tokens, patience=patience, max_epoch=max_epoch,
+                 lr=row_value(row, "optimization.lr")[0] if lr is None else lr, dropout=dropout,
+                 clip_norm=row_value(row, "optimization.clip_norm") if clip_norm is None else clip_norm,
+                 train_pairs=train_pairs, notes=notes, overrides=dict(overrides))
+
+
+# --scale cpu's optimizer for every family: Adam, the learning rate halved whenever the dev loss does
+# not improve, training stopped once it falls below 1e-6; the corpus's task; batches in tokens
+# (Scale.max_tokens) and the loss averaged over tokens; checkpoints chosen on the dev loss
+ADAM_HALVING = {
+    "task": CORPUS_TASK,
+    "optimizer": {"_name": "adam", "adam_betas": "(0.9, 0.999)"},
+    "lr_scheduler": {"_name": "reduce_lr_on_plateau", "lr_shrink": 0.5, "lr_patience": 0},
+    "optimization.stop_min_lr": 1e-06,
+}
+TOKEN_BATCHES = {"dataset.batch_size": UNSET, "dataset.batch_size_valid": UNSET, "optimization.sentence_avg": UNSET}
 
 
 @dataclass(frozen=True)
@@ -128,9 +199,10 @@ class Family:
         raise KeyError(name)
 
 
-# The MC-RNN paper's schedule (Xu et al., AAAI 2019, Section 4.1; configs/mc_rnn/table2_*.yaml):
-# Adam 1e-3, clip 1.0, cross entropy, learning rate halved whenever the dev loss stops improving,
-# early stop after 5 stale validations, max-tokens 4000, 256 units, dropout 0.2.
+# The MC-RNN paper's schedule (Xu et al., AAAI 2019, Section 4.1) is the rows' (configs/mc_rnn/table2_*.yaml,
+# table5_*.yaml): Adam 1e-3, clip 1.0, learning rate halved whenever the dev loss stops improving,
+# early stop after 5 stale validations, max-tokens 4000; the CPU scale keeps the optimizer.
+MC_RNN_ROW = "configs/mc_rnn/table2_mc_rnn_3.yaml"
 MULTI30K_CPU = ("Multi30k De-En: first 28,000 training pairs = train, last 1,000 training pairs = dev "
                 "(early stopping, learning-rate schedule), the official 1,014-pair validation set = test, dev and "
                 "test cleaned of every pair whose source occurs in the training part; "
@@ -144,24 +216,28 @@ FAMILIES: Dict[str, Family] = {
         claim="MC-RNN-3 beats Baseline-RNN (+1.2 BLEU on IWSLT14 De-En, Table 2) and the size-matched "
               "Baseline-RNN-large (Table 5): the gain is not just extra parameters",
         systems=(
-            System("mc_rnn_3", "MC-RNN-3", "mc_rnn_iwslt_de_en_3"),
-            System("baseline", "Baseline-RNN", "rnnsearch_iwslt_de_en", baseline=True),
-            System("baseline_large", "Baseline-RNN-large", "rnnsearch_iwslt_de_en_large", size_match="mc_rnn_3"),
+            System("mc_rnn_3", "MC-RNN-3", MC_RNN_ROW),
+            System("baseline", "Baseline-RNN", "configs/mc_rnn/table2_baseline_rnn.yaml", baseline=True),
+            System("baseline_large", "Baseline-RNN-large", "configs/mc_rnn/table5_baseline_rnn_large.yaml",
+                   size_match="mc_rnn_3"),
             # Table 5's other control: 3 layers instead of 2, "almost the same" size as MC-RNN-3 (29M
             # each): its hidden width is the one that matches MC-RNN-3's parameter count
-            System("baseline_deep", "Baseline-RNN-deep", "rnnsearch_iwslt_de_en_deep", size_match="mc_rnn_3"),
+            System("baseline_deep", "Baseline-RNN-deep", "configs/mc_rnn/table5_baseline_rnn_deep.yaml",
+                   size_match="mc_rnn_3"),
         ),
         scales={
-            "cpu": Scale(width=128, max_tokens=1000, patience=2, max_epoch=40, train_pairs=10000,
-                         notes="training data: the first 10,000 Multi30k pairs (one thread per system trains MC-RNN-3 on "
-                               "all 28,000 at about 6.5 min per epoch on the shared 2-core machine, too slow to converge "
-                               "within the 1.5 h budget); widths 256 -> 128 (embeddings and hidden units, every system); "
-                               "Baseline-RNN-large's hidden width is the one that matches MC-RNN-3's parameter count at "
-                               "that width; batches of 1,000 instead of 4,000 tokens (about 180 updates per epoch: "
-                               "4,000-token batches give 46 updates per epoch on 10,000 pairs, and all three systems "
-                               "were still improving at a 30-epoch cap); early-stopping patience 5 -> 2 validations; "
-                               "max-epoch cap 50 -> 40"),
-            "paper": Scale(width=None, max_tokens=4000, patience=5, max_epoch=50),
+            "cpu": cpu_scale(
+                MC_RNN_ROW, width=128, max_tokens=1000, patience=2, max_epoch=40, dropout=0.2,
+                overrides={"task": CORPUS_TASK}, train_pairs=10000,
+                notes="training data: the first 10,000 Multi30k pairs (one thread per system trains MC-RNN-3 on "
+                      "all 28,000 at about 6.5 min per epoch on the shared 2-core machine, too slow to converge "
+                      "within the 1.5 h budget); widths 256 -> 128 (embeddings and hidden units, every system); "
+                      "Baseline-RNN-large's hidden width is the one that matches MC-RNN-3's parameter count at "
+                      "that width; batches of 1,000 instead of 4,000 tokens (about 180 updates per epoch: "
+                      "4,000-token batches give 46 updates per epoch on 10,000 pairs, and all three systems "
+                      "were still improving at a 30-epoch cap); early-stopping patience 5 -> 2 validations; "
+                      "max-epoch cap 50 -> 40"),
+            "paper": paper_scale(MC_RNN_ROW),
         },
         data_cpu=MULTI30K_CPU,
         data_paper="IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh: Moses-tokenized, lowercased, joint "
@@ -193,11 +269,14 @@ PTB = "Penn Treebank (Mikolov's version, scripts/recipes/prepare_ptb.sh), one se
 LM_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) for every system instead of each paper's SGD/AdaGrad schedule, learning rate "
                     "halved on a dev plateau, early-stopping patience 2, max-epoch cap {cap}")
 
-# Parallel cells: Table 2's archs read the layer input in slices (each of the wide cells reads its own
-# 1/wide of it, Section 2.2's parameter count).  The paper's uniform +-0.04 init goes with its SGD at
-# learning rate 1; under Adam 1e-3 it leaves the network near context-free for hundreds of updates
-# (docs/results.md, parallel_cells), so every system starts from +-0.1, the init of fairseq's own lstm_lm.
+# Parallel cells: Table 2's archs (parallel_lstm_lm_1950h_wide{1,3,5}) read the layer input in slices
+# (each of the wide cells reads its own 1/wide of it, Section 2.2's parameter count).  At --scale cpu
+# every system is the base arch parallel_lstm_lm at the CPU widths, with the slice reading and an
+# init of +-0.1: the paper's uniform +-0.04 goes with its SGD at learning rate 1; under Adam 1e-3 it
+# leaves the network near context-free for hundreds of updates (docs/results.md, parallel_cells), so
+# every system starts from +-0.1, the init of fairseq's own lstm_lm.
 PARALLEL_CELLS_OPTIONS = ("--cell-input", "slice", "--init-scale", "0.1")
+PARALLEL_CELLS_ROW = "configs/parallel_cells/table2_ptb_wide{}.yaml"
 # Section 4.1 masks each cell of the converged wide 3 and compares perplexities per group of similar
 # words, all "from about top 100 most frequency word set" (Figure 5 names copular verbs).  These are
 # the groups of the corpus's 100 most frequent words (Multi30k's English captions).
@@ -219,26 +298,28 @@ FAMILIES["parallel_cells"] = Family(
     claim="splitting each layer's hidden units into wide = 3 or 5 parallel cells at the same total hidden size "
           "lowers perplexity against one LSTM (wide = 1)",
     systems=(
-        System("wide1", "wide 1 (LSTM)", "parallel_lstm_lm", ("--wide", "1") + PARALLEL_CELLS_OPTIONS, baseline=True,
-               widths=RNN_LM_WIDTHS),
-        System("wide3", "wide 3", "parallel_lstm_lm", ("--wide", "3") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS,
-               masking_groups=MULTI30K_EN_WORD_GROUPS),
-        System("wide5", "wide 5", "parallel_lstm_lm", ("--wide", "5") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS),
+        System("wide1", "wide 1 (LSTM)", PARALLEL_CELLS_ROW.format(1), "parallel_lstm_lm",
+               ("--wide", "1") + PARALLEL_CELLS_OPTIONS, baseline=True, widths=RNN_LM_WIDTHS),
+        System("wide3", "wide 3", PARALLEL_CELLS_ROW.format(3), "parallel_lstm_lm",
+               ("--wide", "3") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS, masking_groups=MULTI30K_EN_WORD_GROUPS),
+        System("wide5", "wide 5", PARALLEL_CELLS_ROW.format(5), "parallel_lstm_lm",
+               ("--wide", "5") + PARALLEL_CELLS_OPTIONS, widths=RNN_LM_WIDTHS),
         # the reading of Figure 3's drawing (every cell reads the whole layer input; more parameters):
-        # the choice the paper leaves open, checked as its own row
-        System("wide3_full", "wide 3, full input", "parallel_lstm_lm",
-               ("--wide", "3", "--cell-input", "full", "--init-scale", "0.1"), widths=RNN_LM_WIDTHS),
+        # the choice the paper leaves open, checked as its own row (Table 2's wide 3 with full input)
+        System("wide3_full", "wide 3, full input", PARALLEL_CELLS_ROW.format(3), "parallel_lstm_lm",
+               ("--wide", "3", "--cell-input", "full", "--init-scale", "0.1"), paper_options=("--cell-input", "full"),
+               widths=RNN_LM_WIDTHS),
     ),
     scales={
-        "cpu": Scale(width=240, max_tokens=2000, patience=2, max_epoch=30, dropout=0.3,
-                     notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells, each reading its "
-                           "own slice of the layer input as in Table 2's archs; the row 'wide 3, full input' lets every cell "
-                           "read the whole input, as Figure 3 draws it), dropout 0.65 -> 0.3; init +-0.04 -> "
-                           "+-0.1 (the paper's +-0.04 goes with its SGD at learning rate 1); "
-                           + LM_SCHEDULE_NOTE.format(cap=30)),
-        "paper": Scale(width=None, max_tokens=2000, patience=5, max_epoch=55, dropout=0.65,
-                       notes="Adam with plateau halving instead of the paper's SGD schedule; init +-0.04 -> +-0.1 "
-                             "(the paper's +-0.04 goes with its SGD at learning rate 1)"),
+        "cpu": cpu_scale(
+            PARALLEL_CELLS_ROW.format(1), width=240, max_tokens=2000, patience=2, max_epoch=30, dropout=0.3,
+            lr=1e-3, clip_norm=1.0, overrides={**ADAM_HALVING, **TOKEN_BATCHES},
+            notes="2 layers x 240 units (paper 1950; 240 splits into 3 and 5 equal cells, each reading its "
+                  "own slice of the layer input as in Table 2's archs; the row 'wide 3, full input' lets "
+                  "every cell read the whole input, as Figure 3 draws it), dropout 0.65 -> 0.3; init "
+                  "+-0.04 -> +-0.1 (the paper's +-0.04 goes with its SGD at learning rate 1); "
+                  + LM_SCHEDULE_NOTE.format(cap=30)),
+        "paper": paper_scale(PARALLEL_CELLS_ROW.format(1)),
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
@@ -269,6 +350,7 @@ RUNNING_TEXT_SPLIT = ("the PTB and WikiText-2 validation files, each cut into co
                       "cleaned of every line that also occurs in train; lowercased, no BPE, 256-token blocks that "
                       "run across sentence and article boundaries")
 
+GENCNN_ROW = "configs/gencnn/table2_ptb_gencnn.yaml"
 FAMILIES["gencnn"] = Family(
     name="gencnn",
     kind="lm",
@@ -276,20 +358,26 @@ FAMILIES["gencnn"] = Family(
     claim="genCNN reaches a lower perplexity than an LSTM language model (and a plain convolutional LM) "
           "of about its size",
     systems=(
-        System("gencnn", "genCNN", "gencnn_paper", widths=()),
-        System("lstm_lm", "LSTM LM (size-matched)", "lstm_lm", baseline=True, size_match="gencnn",
+        System("gencnn", "genCNN", GENCNN_ROW, widths=()),
+        # the size-matched controls the paper has no row for: fairseq's lstm_lm and fconv_lm at genCNN's
+        # 400-unit top layer and the hidden width that matches its parameter count, on genCNN's schedule
+        System("lstm_lm", "LSTM LM (size-matched)", GENCNN_ROW, "lstm_lm", own_model=True, baseline=True,
+               size_match="gencnn",
                widths=("--decoder-embed-dim", "{w}", "--decoder-hidden-size", "{h}", "--decoder-out-embed-dim", "{w}")),
-        System("fconv_lm", "fconv_lm (size-matched)", "fconv_lm", size_match="gencnn",
+        System("fconv_lm", "fconv_lm (size-matched)", GENCNN_ROW, "fconv_lm", own_model=True, size_match="gencnn",
                widths=("--decoder-embed-dim", "{w}", "--decoder-layers", "[({h}, 3)] * 4",
                        "--decoder-out-embed-dim", "{w}")),
     ),
     scales={
-        "cpu": Scale(width=400, max_tokens=2000, patience=2, max_epoch=20, dropout=0.0,
-                     notes="genCNN is the paper's configuration (gencnn_paper); lstm_lm and fconv_lm take 400-d "
-                           "embeddings and readout (genCNN's 400-unit top layer) and the hidden width that matches "
-                           "genCNN's parameter count; no dropout (the paper uses none); " + LM_SCHEDULE_NOTE.format(cap=20)),
-        "paper": Scale(width=400, max_tokens=2000, patience=5, max_epoch=30, dropout=0.0,
-                       notes="Adam with plateau halving instead of the paper's AdaGrad"),
+        "cpu": cpu_scale(
+            GENCNN_ROW, width=400, max_tokens=2000, patience=2, max_epoch=20, dropout=0.0, lr=1e-3,
+            clip_norm=1.0, overrides={**ADAM_HALVING, **TOKEN_BATCHES},
+            notes="genCNN is the paper's configuration (gencnn_paper); lstm_lm and fconv_lm take 400-d "
+                  "embeddings and readout (genCNN's 400-unit top layer) and the hidden width that matches "
+                  "genCNN's parameter count; no dropout (the paper uses none); "
+                  + LM_SCHEDULE_NOTE.format(cap=20)),
+        "paper": paper_scale(GENCNN_ROW, width=400,
+                             notes="lstm_lm and fconv_lm at genCNN's 400-unit top layer, size-matched to genCNN"),
     },
     data_cpu=MULTI30K_EN_LM,
     data_paper=PTB,
@@ -311,6 +399,7 @@ FAMILIES["gencnn"] = Family(
 # embeddings; dropout 0.1).  M9 is the reference row: M1 and M5 are each compared against it.
 DPN_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0), learning rate halved on a dev plateau, for every system, instead of the "
                      "paper's NAG (lr 0.25, momentum 0.99, clip 0.1) shrunk by 10 on a dev plateau")
+DPN_ROW = "configs/dpn_s2s/table4_m9.yaml"
 FAMILIES["dpn_s2s"] = Family(
     name="dpn_s2s",
     kind="translation",
@@ -320,27 +409,31 @@ FAMILIES["dpn_s2s"] = Family(
           "have a higher entropy than those to the SAN encoder path.  M9 is the reference row (p-values of M1 and M5 "
           "are against M9)",
     systems=(
-        System("m9", "M9 (DPN-S2S)", "dpn_s2s_m9", baseline=True, widths=DPN_WIDTHS, alignment_entropy=True),
-        System("m1", "M1 (CNN only)", "dpn_s2s_m1", widths=DPN_WIDTHS),
-        System("m5", "M5 (SAN only)", "dpn_s2s_m5", widths=DPN_WIDTHS),
+        System("m9", "M9 (DPN-S2S)", DPN_ROW, baseline=True, widths=DPN_WIDTHS, alignment_entropy=True),
+        System("m1", "M1 (CNN only)", "configs/dpn_s2s/table4_m1.yaml", widths=DPN_WIDTHS),
+        System("m5", "M5 (SAN only)", "configs/dpn_s2s/table4_m5.yaml", widths=DPN_WIDTHS),
         # Table 1's controls, each larger than M9 (the paper: 20.37M, 13.82M, 27.06M and 13.54M against
         # M9's 11.57M), at the same common width: the wider/deeper CNN-only (ConvS2S) and SAN-only
         # (Transformer) models of fairseq_local/models/baselines.py
-        System("wider_cnn", "Wider CNN (4 x 2w)", "dpn_baseline_wider_cnn_iwslt", widths=DPN_WIDER_CNN_WIDTHS),
-        System("deeper_cnn", "Deeper CNN (8 x w)", "dpn_baseline_deeper_cnn_iwslt", widths=DPN_DEEPER_CNN_WIDTHS),
-        System("wider_san", "Wider SAN (2 x 2w)", "dpn_baseline_wider_san_iwslt", widths=DPN_WIDER_SAN_WIDTHS),
-        System("deeper_san", "Deeper SAN (4 x w)", "dpn_baseline_deeper_san_iwslt", widths=DPN_DEEPER_SAN_WIDTHS),
+        System("wider_cnn", "Wider CNN (4 x 2w)", "configs/dpn_s2s/table1_wider_cnn.yaml", widths=DPN_WIDER_CNN_WIDTHS),
+        System("deeper_cnn", "Deeper CNN (8 x w)", "configs/dpn_s2s/table1_deeper_cnn.yaml",
+               widths=DPN_DEEPER_CNN_WIDTHS),
+        System("wider_san", "Wider SAN (2 x 2w)", "configs/dpn_s2s/table1_wider_san.yaml", widths=DPN_WIDER_SAN_WIDTHS),
+        System("deeper_san", "Deeper SAN (4 x w)", "configs/dpn_s2s/table1_deeper_san.yaml",
+               widths=DPN_DEEPER_SAN_WIDTHS),
     ),
     scales={
-        "cpu": Scale(width=128, max_tokens=4000, patience=2, max_epoch=30, dropout=0.1,
-                     notes="widths 256 -> 128 for every system (embeddings, CNN layers, SAN hidden size; SAN filter "
-                           "1024 -> 512), depths, kernels, heads and the rest of the Table 4 configuration unchanged; "
-                           "timed on 5 updates of the full 28,000 pairs (123 updates per epoch) at one thread: M9 "
-                           "1.5 CPU-s per update (3.4 at width 256), M1 0.9, M5 1.0, i.e. about 3 min per epoch for M9 "
-                           "and about an hour for the ~20 epochs it takes to converge; " + DPN_SCHEDULE_NOTE
-                           + "; early-stopping patience 2 validations (5 at --scale paper), max-epoch cap 30"),
-        "paper": Scale(width=None, max_tokens=4000, patience=5, max_epoch=100, dropout=0.1,
-                       notes=DPN_SCHEDULE_NOTE + "; early-stopping patience 5, max-epoch cap 100"),
+        "cpu": cpu_scale(
+            DPN_ROW, width=128, max_tokens=4000, patience=2, max_epoch=30, dropout=0.1, lr=1e-3,
+            clip_norm=1.0, overrides=ADAM_HALVING,
+            notes="widths 256 -> 128 for every system (embeddings, CNN layers, SAN hidden size; SAN filter "
+                  "1024 -> 512), depths, kernels, heads and the rest of the Table 4 configuration unchanged; "
+                  "timed on 5 updates of the full 28,000 pairs (123 updates per epoch) at one thread: M9 "
+                  "1.5 CPU-s per update (3.4 at width 256), M1 0.9, M5 1.0, i.e. about 3 min per epoch for M9 "
+                  "and about an hour for the ~20 epochs it takes to converge; " + DPN_SCHEDULE_NOTE
+                  + "; early-stopping patience 2 validations, max-epoch cap 30 (the rows: no early stopping, "
+                    "200 epochs)"),
+        "paper": paper_scale(DPN_ROW),
     },
     data_cpu=MULTI30K_CPU,
     data_paper="IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh: Moses-tokenized, lowercased, joint "
@@ -370,6 +463,7 @@ TATOEBA_ZH_EN_CPU = ("Tatoeba Zh-En (CC-BY 2.0 France, tatoeba.org; authors in t
 LATTICE_SCHEDULE_NOTE = ("Adam 1e-3 (clip 1.0) with the learning rate halved on a dev plateau and early stopping on the "
                          "dev loss, for every system, instead of the paper's RMSprop (lr 5e-4, batch 80) stopped on "
                          "dev BLEU")
+LATTICE_ROW = "configs/lattice/dwl_gating.yaml"
 FAMILIES["lattice"] = Family(
     name="lattice",
     kind="translation",
@@ -380,22 +474,25 @@ FAMILIES["lattice"] = Family(
           "30.74 BLEU, Table 1); the word-level RNNSearch on the jieba segmentation (the lattice's primary path) is "
           "the baseline",
     systems=(
-        System("dwl_gating", "DWL-GRU + Gating", "lattice_dwl_gating", data="lattice"),
-        System("swl_gating", "SWL-GRU + Gating", "lattice_swl_gating", data="lattice"),
-        System("word", "RNNSearch (word, jieba)", "rnnsearch_zh_word", baseline=True, data="word"),
-        System("char", "RNNSearch (char)", "rnnsearch_zh_char", data="char"),
+        System("dwl_gating", "DWL-GRU + Gating", LATTICE_ROW, data="lattice"),
+        System("swl_gating", "SWL-GRU + Gating", "configs/lattice/swl_gating.yaml", data="lattice"),
+        System("word", "RNNSearch (word, jieba)", "configs/lattice/rnnsearch_word.yaml", baseline=True, data="word"),
+        System("char", "RNNSearch (char)", "configs/lattice/rnnsearch_char.yaml", data="char"),
         # the other two segmenters of the lattice, each as its own word-level baseline: the paper's
         # claim is against the best single segmentation
-        System("word_thulac", "RNNSearch (word, thulac)", "rnnsearch_zh_word", data="word_thulac"),
-        System("word_snownlp", "RNNSearch (word, snownlp)", "rnnsearch_zh_word", data="word_snownlp"),
+        System("word_thulac", "RNNSearch (word, thulac)", "configs/lattice/rnnsearch_word.yaml", data="word_thulac"),
+        System("word_snownlp", "RNNSearch (word, snownlp)", "configs/lattice/rnnsearch_word.yaml", data="word_snownlp"),
     ),
     scales={
-        "cpu": Scale(width=256, max_tokens=2000, patience=2, max_epoch=30, dropout=0.2,
-                     notes="widths 320 / 512 -> 256 / 256 (embeddings / hidden units, every system), dropout 0 -> "
-                           "0.2 (a 26k-pair corpus), batches of 2,000 source characters or target tokens (about 180 "
-                           "pairs, 140 updates per epoch; the paper: 80 sentences); one thread per system: 60-70 s per "
-                           "epoch and 16-21 min to early stopping (14-20 epochs) for each system; "
-                           + LATTICE_SCHEDULE_NOTE + "; early-stopping patience 2 validations, max-epoch cap 30"),
+        "cpu": cpu_scale(
+            LATTICE_ROW, width=256, max_tokens=2000, patience=2, max_epoch=30, dropout=0.2, lr=1e-3,
+            overrides={**ADAM_HALVING, **TOKEN_BATCHES, "checkpoint.best_checkpoint_metric": "loss",
+                  "checkpoint.maximize_best_checkpoint_metric": UNSET},
+            notes="widths 320 / 512 -> 256 / 256 (embeddings / hidden units, every system), dropout 0 -> "
+                  "0.2 (a 26k-pair corpus), batches of 2,000 source characters or target tokens (about 180 "
+                  "pairs, 140 updates per epoch; the paper: 80 sentences); one thread per system: 60-70 s per "
+                  "epoch and 16-21 min to early stopping (14-20 epochs) for each system; "
+                  + LATTICE_SCHEDULE_NOTE + "; early-stopping patience 2 validations, max-epoch cap 30"),
     },
     data_cpu=TATOEBA_ZH_EN_CPU,
     task="lattice_translation",

@@ -1,6 +1,7 @@
-"""Planning: each system's width options at the run's scale and its parameter count, counted by
-building the model as fairseq-train builds it; a size-matched system gets the hidden width whose
-count is closest to its target's."""
+"""Planning: each system's model at the run's scale (:func:`model_options`: its row's arch at
+``--scale paper``, the CPU model and its width options at ``--scale cpu``) and its parameter count,
+counted by building the model as fairseq-train builds it; a size-matched system gets the hidden
+width whose count is closest to its target's."""
 import dataclasses
 import os
 from typing import Dict, List, Optional, Tuple
@@ -8,6 +9,18 @@ from typing import Dict, List, Optional, Tuple
 from fairseq_local_repro.context import Data, SystemPlan
 from fairseq_local_repro.families import Family, Scale, System
 from fairseq_local_repro.processes import ReproError
+from fairseq_local_repro.schedule import load_row, model_values, options
+
+
+def model_options(system: System, scale: Scale, widths: List[str]) -> Tuple[str, List[str]]:
+    """(arch, model options) of ``system`` at ``scale`` with its width options ``widths``: at ``--scale
+    paper`` its row's arch with the row's model keys and the system's ``paper_options`` (a control
+    with ``own_model``: its arch and widths, as at every scale); at ``--scale cpu`` ``System.arch``,
+    the widths and ``System.options``."""
+    if scale.paper and not system.own_model:
+        model = model_values(load_row(system.row))
+        return model.pop("arch"), options(model) + list(system.paper_options)
+    return system.arch, list(widths) + list(system.options)
 
 
 def width_options(system: System, width: Optional[int], hidden: Optional[int] = None) -> List[str]:
@@ -29,9 +42,10 @@ def _value(text: str):
     return text
 
 
-def count_params(system: System, options: List[str], data: Data) -> int:
-    """Parameters of the system's arch with ``options`` (its own options and width options) on the
-    family's dictionaries, built through fairseq's architecture registry as fairseq-train builds it."""
+def count_params(system: System, scale: Scale, widths: List[str], data: Data) -> int:
+    """Parameters of the system's model at ``scale`` with its width options ``widths``
+    (:func:`model_options`) on the family's dictionaries, built through fairseq's architecture registry
+    as fairseq-train builds it."""
     from types import SimpleNamespace
 
     from fairseq.data import Dictionary
@@ -41,11 +55,11 @@ def count_params(system: System, options: List[str], data: Data) -> int:
     args = SimpleNamespace(tokens_per_sample=512, criterion="cross_entropy")
     if data.src:  # the translation task's own options, which models without a dataclass (fconv) read
         args.max_source_positions = args.max_target_positions = 1024
-    options = list(system.options) + list(options)
-    for key, value in zip(options[::2], options[1::2]):
+    arch, opts = model_options(system, scale, widths)
+    for key, value in zip(opts[::2], opts[1::2]):
         setattr(args, key.lstrip("-").replace("-", "_"), _value(value))
-    ARCH_CONFIG_REGISTRY[system.arch](args)
-    config = getattr(ARCH_MODEL_REGISTRY[system.arch], "__dataclass", None)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    config = getattr(ARCH_MODEL_REGISTRY[arch], "__dataclass", None)
     if config is not None:  # what the arch leaves unset takes its config's default, as in fairseq-train
         for f in dataclasses.fields(config):
             if not hasattr(args, f.name) and f.default is not dataclasses.MISSING and not (
@@ -58,9 +72,9 @@ def count_params(system: System, options: List[str], data: Data) -> int:
         src = tgt = Dictionary.load(os.path.join(data.bin, "dict.txt"))
     task = SimpleNamespace(source_dictionary=src, target_dictionary=tgt, dictionary=tgt)
     try:
-        model = ARCH_MODEL_REGISTRY[system.arch].build_model(args, task)
+        model = ARCH_MODEL_REGISTRY[arch].build_model(args, task)
     except Exception as e:  # a bad option value: one line naming the system and its options
-        raise ReproError(f"cannot build {system.name} ({system.arch} {' '.join(options)}): {e}")
+        raise ReproError(f"cannot build {system.name} ({arch} {' '.join(opts)}): {e}")
     return sum(p.numel() for p in model.parameters())
 
 
@@ -78,29 +92,29 @@ def plan_options(family: Family, scale: Scale, systems: List[System],
     for s in systems:
         if s.size_match is None:
             opts = width_options(s, scale.width)
-            plan[s.name] = SystemPlan(opts, count_params(s, opts, data) if data else None)
+            plan[s.name] = SystemPlan(opts, count_params(s, scale, opts, data) if data else None)
     for s in systems:
         if s.size_match is None:
             continue
         if scale.width is None or data is None:  # the architecture's own size-matched width
             plan[s.name] = SystemPlan([] if scale.width is None else ["(hidden width matched after data preparation)"],
-                                      count_params(s, [], data) if data else None)
+                                      count_params(s, scale, [], data) if data else None)
             continue
         target_sys = family.system(s.size_match)
         target = plan[s.size_match].params if s.size_match in plan else count_params(
-            target_sys, width_options(target_sys, scale.width), data)
+            target_sys, scale, width_options(target_sys, scale.width), data)
         lo, hi = 8, 2 * scale.width
-        while count_params(s, width_options(s, scale.width, hi), data) <= target:  # parameters grow with width
+        while count_params(s, scale, width_options(s, scale.width, hi), data) <= target:  # parameters grow with width
             lo, hi = hi, 2 * hi
             if hi > 1 << 16:
                 raise ReproError(f"{s.name}: no hidden width up to {hi} reaches {s.size_match}'s {target:,} parameters")
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if count_params(s, width_options(s, scale.width, mid), data) <= target:
+            if count_params(s, scale, width_options(s, scale.width, mid), data) <= target:
                 lo = mid
             else:
                 hi = mid
-        counts = {h: count_params(s, width_options(s, scale.width, h), data) for h in (lo, hi)}
+        counts = {h: count_params(s, scale, width_options(s, scale.width, h), data) for h in (lo, hi)}
         best = min(counts, key=lambda h: abs(counts[h] - target))
         plan[s.name] = SystemPlan(width_options(s, scale.width, best), counts[best], size_matched_to=s.size_match,
                                   target_params=target)

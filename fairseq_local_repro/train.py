@@ -1,4 +1,5 @@
-"""Training: fairseq-train on the paper's schedule, resumed from ``checkpoint_last.pt`` when
+"""Training: fairseq-train on the schedule of each system's row (its YAML, with the scale's named
+overrides: :func:`train_command`), resumed from ``checkpoint_last.pt`` when
 interrupted (exactly: the plugin's ``patches/exact_resume.py`` restores the patience count, the
 missed learning-rate step and the batches), with one dev point per validation recorded in
 ``curve.jsonl`` and the reason training stopped in ``train_done.json``."""
@@ -11,33 +12,56 @@ import time
 from typing import List, Optional
 
 from fairseq_local.file_io import read_json, write_json
+from fairseq_local_repro import schedule
 from fairseq_local_repro.context import Data, RunContext
-from fairseq_local_repro.families import Family, System
+from fairseq_local_repro.families import CORPUS_TASK, Family, System
+from fairseq_local_repro.plan import model_options
 from fairseq_local_repro.processes import USER_DIR, ReproError, run_logged, say, tail
 
 
-def task_options(family: Family, data: Data) -> List[str]:
+def corpus_task(family: Family, data: Data) -> dict:
+    """The task section of the corpus the harness prepared (a scale's :data:`CORPUS_TASK`)."""
     if family.kind == "lm":  # one sentence per sample (Multi30k captions), or blocks of running text
-        return ["--task", "language_modeling", *data.lm_options()]
-    return ["--task", family.task, "--source-lang", data.src, "--target-lang", data.tgt]
+        opts = data.lm_options()
+        return {"_name": "language_modeling", **{k.lstrip("-").replace("-", "_"): v
+                                                 for k, v in zip(opts[::2], opts[1::2])}}
+    return {"_name": family.task, "source_lang": data.src, "target_lang": data.tgt}
+
+
+def run_overrides(ctx: RunContext, system: System, row: dict) -> dict:
+    """The scale's and this run's settings (learning rate, clipping, epoch cap, batch, patience) that
+    differ from the row's: the CPU scale's named values, or a paper-scale run's ``--lr``, ``--max-epoch``..."""
+    setting = ctx.setting(system.name)
+    wanted = {"optimization.lr": [setting["lr"]], "optimization.clip_norm": ctx.scale.clip_norm,
+              "optimization.max_epoch": ctx.max_epoch, "dataset.max_tokens": ctx.max_tokens,
+              "checkpoint.patience": ctx.scale.patience}
+    return {path: value for path, value in wanted.items() if value != schedule.row_value(row, path)}
+
+
+def schedule_config(ctx: RunContext, system: System) -> dict:
+    """The row's YAML with the scale's overrides (``Scale.overrides``, the corpus's task in place of
+    :data:`CORPUS_TASK`) and this run's settings (:func:`run_overrides`)."""
+    row = schedule.load_row(system.row)
+    overrides = dict(ctx.scale.overrides)
+    if overrides.get("task") == CORPUS_TASK:
+        overrides["task"] = corpus_task(ctx.family, ctx.data.for_system(system))
+    row = schedule.apply_overrides(row, overrides)
+    return schedule.apply_overrides(row, run_overrides(ctx, system, row))
 
 
 def train_command(ctx: RunContext, system: System, seed: int) -> List[str]:
-    """fairseq-train with the paper's schedule (Section 4.1 of Xu et al.): Adam, learning rate
-    halved whenever the dev loss does not improve (reduce_lr_on_plateau, lr-patience 0), early
-    stop after ``scale.patience`` stale validations, capped at ``ctx.max_epoch`` epochs."""
-    scale, setting = ctx.scale, ctx.setting(system.name)
+    """fairseq-train on the system's row: the training sections of its YAML with the scale's named
+    overrides (:func:`schedule_config`), the model of the scale (:func:`plan.model_options`: the row's
+    arch at ``--scale paper``) with the run's dropout, and the harness's own options (data, seed,
+    checkpoint folder keeping the best and last checkpoints, a JSON log every 25 updates)."""
     data = ctx.data.for_system(system)
     save_dir = os.path.join(ctx.run_dir(system.name, seed), "checkpoints")
+    arch, model = model_options(system, ctx.scale, ctx.plan[system.name].width_options)
+    dropout = ctx.setting(system.name)["dropout"]
     cmd = [sys.executable, "-m", "fairseq_cli.train", data.bin, "--user-dir", USER_DIR,
-           *task_options(ctx.family, data), "--arch", system.arch, *ctx.plan[system.name].width_options, *system.options,
-           "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--lr", str(setting["lr"]),
-           "--clip-norm", str(scale.clip_norm), "--dropout", str(setting["dropout"]), "--criterion", "cross_entropy",
-           "--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-patience", "0",
-           "--stop-min-lr", "1e-06", "--patience", str(scale.patience), "--max-epoch", str(ctx.max_epoch),
-           "--max-tokens", str(ctx.max_tokens), "--seed", str(seed), "--save-dir", save_dir,
-           "--no-epoch-checkpoints", "--best-checkpoint-metric", "loss",
-           "--log-format", "json", "--log-interval", "25", "--num-workers", "0"]
+           *schedule.options(schedule.schedule_values(schedule_config(ctx, system))), "--arch", arch, *model,
+           *([] if dropout is None else ["--dropout", str(dropout)]), "--seed", str(seed), "--save-dir", save_dir,
+           "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "25", "--num-workers", "0"]
     if ctx.cpu:
         cmd.append("--cpu")
     return cmd
