@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Dynamic evaluation of a language model (genCNN paper, Table 2) (``--help``; the code:
+"""Dynamic evaluation of a language model, genCNN paper Table 2 (``--help``; the code:
 fairseq_local_repro/tools/gencnn_dynamic_eval.py)."""
 import sys
 
