@@ -481,3 +481,17 @@ def test_claim_save_dir_in_the_shell(tmp_path):
     assert code == 2 and err == (f"bash: error: --save-dir {save} holds a run of row table1_x, not table1_y and --data "
                                  f"{data}, not {tmp_path}/other (its run.json): resuming there would mix them; give "
                                  "another --save-dir, or the row and --data it was started with\n")
+
+
+def test_a_recipe_training_another_row_into_a_save_dir_stops_before_training(tmp_path):
+    """train_row (every recipe's training) claims its --save-dir first: a save dir of another row
+    or data directory is one line, and training never starts (nothing is written there)."""
+    save, data = tmp_path / "ck", tmp_path / "bin"
+    cm.claim_run(str(save), "table2_mc_rnn_3", str(data))
+    before = sorted(p.name for p in save.iterdir())
+    code, err = run("bash", "-c", f"source {COMMON}; train_row {tmp_path}/bin {save} {REPO}/configs/mc_rnn/"
+                                  "table2_mc_rnn_2.yaml; echo reached")
+    assert code == 2 and err == (f"bash: error: --save-dir {save} holds a run of row table2_mc_rnn_3, not "
+                                 "table2_mc_rnn_2 (its run.json): resuming there would mix them; give another "
+                                 "--save-dir, or the row and --data it was started with\n")
+    assert sorted(p.name for p in save.iterdir()) == before == ["run.json"]

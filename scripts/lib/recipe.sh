@@ -35,7 +35,9 @@ prepare_once() {  # prepare_once FILE RECIPE [ARG...]: run scripts/recipes/RECIP
 }
 
 train_row() {  # train_row DATA SAVE CONFIG [OVERRIDE...]: scripts/train.sh with the Hydra CONFIG on DATA
-  #   into SAVE; --cpu, --small's schedule, then OVERRIDE... and the recipe's -- overrides (HYDRA)
+  #   into SAVE; --cpu, --small's schedule, then OVERRIDE... and the recipe's -- overrides (HYDRA).  SAVE
+  #   records the row and DATA (claim_save_dir): another row or data directory there is one line
+  claim_save_dir "$2" "$(basename "$3" .yaml)" "$1"
   bash "$REPO_ROOT/scripts/train.sh" --data "$1" --save-dir "$2" --config "$3" "${CPU[@]}" \
     -- "${@:4}" "${SMALL_HYDRA[@]}" "${HYDRA[@]}"
 }
