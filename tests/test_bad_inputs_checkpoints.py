@@ -10,10 +10,13 @@ from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
 import logging
 import sys
 
+from fairseq import options, tasks
 import pytest
 
 from bad_inputs_lib import USER_DIR, load_ensemble, setup_task
 from contract_lib import make_translation_data
+from fairseq_local.errors import prog_name
+from fairseq_local.patches.checkpoint_fit import check_fits_task
 from test_bad_inputs import BIN, assert_one_line, call, run
 
 
@@ -83,8 +86,6 @@ def test_checkpoint_with_other_dictionaries(capsys, tmp_path, tiny_checkpoints):
 def test_checkpoint_asked_for_the_opposite_direction(capsys, tiny_checkpoints):
     """src -> tgt weights fit a tgt -> src task when the dictionaries are the same size; fairseq
     would translate the wrong way with exit status 0."""
-    from fairseq_local.errors import prog_name  # the running program, as the message names it
-
     path, data, args = tiny_checkpoints["mt"]
     assert args == ["--source-lang", "src", "--target-lang", "tgt"]
     t = setup_task("translation", data, ["--source-lang", "tgt", "--target-lang", "src"])
@@ -115,8 +116,6 @@ def test_stateful_checkpoint_evaluated_with_language_modeling_warns(caplog, tiny
     ("lstm_lm", "language_modeling", False),
 ])
 def test_stateful_arch_trained_without_its_task_warns(caplog, tiny_checkpoints, arch, task, warns):
-    from fairseq import options, tasks
-
     data, args = tiny_checkpoints["lm"][1:]
     argv = [str(data), "--user-dir", str(USER_DIR), "--task", task, "--arch", arch, *args, "--decoder-embed-dim",
             "8", "--decoder-hidden-size", "8", "--cpu"]
@@ -136,8 +135,6 @@ def test_stateful_arch_trained_without_its_task_warns(caplog, tiny_checkpoints, 
     ("stateful_language_modeling", "stateful_language_modeling", None),
 ])
 def test_window_language_model_under_the_stateful_task_warns(caplog, tiny_checkpoints, trained, task, warns):
-    from fairseq_local.patches.checkpoint_fit import check_fits_task
-
     data, args = tiny_checkpoints["lm"][1:]
     state = {"cfg": {"model": {"_name": "gencnn"}, "task": {"_name": trained}}}
     with caplog.at_level(logging.WARNING):

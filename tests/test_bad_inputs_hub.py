@@ -6,16 +6,17 @@ Most cases run the code path in-process and finish it as the plugin's excepthook
 tests/test_bad_inputs.py); a few run the real CLIs to check the hook.  The tiny checkpoints come
 from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
 """
+import os
 
 import pytest
 
 from contract_lib import make_translation_data
+from fairseq_local.errors import one_line
+from fairseq_local.models.mc_rnn import MCRNNModel
+from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
 
 
 def test_hub_wrong_class_and_other_data(tmp_path, tiny_checkpoints):
-    from fairseq_local.errors import one_line
-    from fairseq_local.models.mc_rnn import MCRNNModel
-
     lm, lm_data, _ = tiny_checkpoints["lm"]
     with pytest.raises(TypeError) as info:
         MCRNNModel.from_pretrained(lm.parent, data_name_or_path=str(lm_data))
@@ -29,9 +30,6 @@ def test_hub_wrong_class_and_other_data(tmp_path, tiny_checkpoints):
 
 @pytest.fixture(scope="module")
 def hubs(tiny_checkpoints):
-    from fairseq_local.models.mc_rnn import MCRNNModel
-    from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
-
     mt, mt_data, _ = tiny_checkpoints["mt"]
     lm, lm_data, _ = tiny_checkpoints["lm"]
     return (MCRNNModel.from_pretrained(mt.parent, data_name_or_path=str(mt_data)),
@@ -53,8 +51,6 @@ def hubs(tiny_checkpoints):
     ("lm", "sample", ("w1",), None),  # a tuple of sentences is fine
 ])
 def test_hub_inputs(hubs, which, method, arg, needle):
-    from fairseq_local.errors import one_line
-
     hub = hubs[0] if which == "mt" else hubs[1]
     if needle is None:
         out = getattr(hub, method)(arg, max_len_b=3)
@@ -82,11 +78,6 @@ def test_hub_language_model_samples_from_an_empty_prompt(hubs):
 
 
 def test_hub_data_name_or_path(tmp_path, monkeypatch, tiny_checkpoints):
-    import os
-
-    from fairseq_local.errors import one_line
-    from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
-
     lm, lm_data, _ = tiny_checkpoints["lm"]
     with pytest.raises(FileNotFoundError) as info:
         MCRNNLanguageModel.from_pretrained(lm.parent, data_name_or_path="../no-such-data")

@@ -10,18 +10,21 @@ from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
 import sys
 from argparse import Namespace
 
+from fairseq import options, tasks
+from fairseq.dataclass.configs import GenerationConfig
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from omegaconf import OmegaConf
 import pytest
 import torch
 
 from bad_inputs_lib import USER_DIR, load_ensemble, setup_task
 from contract_lib import REPO
+from fairseq_local.config_checks import check_common_options
+from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
 from test_bad_inputs import BIN, assert_one_line, call, run
 
 
 def _train_cfg(data, args, extra, arch="lstm"):
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
     argv = [str(data), "--user-dir", str(USER_DIR), "--arch", arch, "--cpu", "--optimizer", "adam", *args, *extra]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
@@ -39,16 +42,12 @@ def _train_cfg(data, args, extra, arch="lstm"):
      "--label-smoothing must be in [0, 1) (got 1.5)"),
 ])
 def test_common_options(capsys, tiny_checkpoints, extra, needle):
-    from fairseq_local.config_checks import check_common_options
-
     data, args = tiny_checkpoints["mt"][1:]
     code, err = call(capsys, check_common_options, _train_cfg(data, args, extra))
     assert_one_line(code, err, needle)
 
 
 def test_tokens_per_sample_zero(capsys, tiny_checkpoints):
-    from fairseq_local.config_checks import check_common_options
-
     data, _ = tiny_checkpoints["lm"][1:]
     cfg = _train_cfg(data, ["--task", "stateful_language_modeling", "--tokens-per-sample", "0"], [], "mc_rnn_lm_ptb")
     code, err = call(capsys, check_common_options, cfg)
@@ -62,8 +61,6 @@ def test_tokens_per_sample_zero(capsys, tiny_checkpoints):
     ("lstm", ["--encoder-dropout-out", "-0.5"], "--encoder-dropout-out must be in [0, 1) (got -0.5)"),
 ])
 def test_dropout_out_of_range(capsys, tiny_checkpoints, arch, extra, needle):
-    from fairseq import options, tasks
-
     data, args = tiny_checkpoints["mt"][1:]
     argv = [str(data), "--user-dir", str(USER_DIR), "--arch", arch, "--cpu", *args, *extra]
 
@@ -85,8 +82,6 @@ def test_dropout_out_of_range(capsys, tiny_checkpoints, arch, extra, needle):
     ({"sampling_topk": 3}, "--sampling-topk requires --sampling"),
 ])
 def test_generation_option_values(capsys, tiny_checkpoints, options_, needle):
-    from fairseq.dataclass.configs import GenerationConfig
-
     path, data, args = tiny_checkpoints["mt"]
     t = setup_task("translation", data, args)
     models, _ = load_ensemble([path], t)[:2]
@@ -125,8 +120,6 @@ def test_arch_typo_did_you_mean_cli(tiny_checkpoints):
     ("--arch", "zzzzzz", None),
 ])
 def test_registry_typos(capsys, tiny_checkpoints, option, value, close):
-    from fairseq import options
-
     data, args = tiny_checkpoints["mt"][1:]
     argv = [str(data), "--user-dir", str(USER_DIR), "--arch", "lstm", *args, option, value]
     code, err = call(capsys, options.parse_args_and_arch, options.get_training_parser(), argv)
@@ -136,8 +129,6 @@ def test_registry_typos(capsys, tiny_checkpoints, option, value, close):
 
 def test_non_stateful_namespace_checks_do_not_fire_on_plain_values():
     """Values fairseq leaves unset (None) and list-valued options pass the common checks."""
-    from fairseq_local.config_checks import check_common_options
-
     check_common_options(Namespace(max_tokens=None, batch_size=None, update_freq=[1, 2], lr=[0.0, 0.1],
                                    clip_norm=0.0, label_smoothing=0.0))
 
@@ -152,8 +143,6 @@ def test_non_stateful_namespace_checks_do_not_fire_on_plain_values():
 def test_yaml_model_key_typo(capsys, tiny_checkpoints, model, needle):
     """A misspelled key under ``model:`` of a Hydra YAML (an arch name as ``_name``: fairseq would
     keep the key and ignore it; a model name: fairseq's ConfigKeyError)."""
-    from omegaconf import OmegaConf
-
     data, args = tiny_checkpoints["mt"][1:]
     t = setup_task("translation", data, args)
     code, err = call(capsys, t.build_model, OmegaConf.create(model))
@@ -171,8 +160,6 @@ PLM_TINY = ["--arch", "parallel_lstm_lm", "--decoder-embed-dim", "8", "--decoder
 
 def _build(tiny_checkpoints, family, task, argv):
     """``fairseq-train``'s parse and build of a model of ``argv`` on the tiny data of ``family``."""
-    from fairseq import options, tasks
-
     data, args = tiny_checkpoints[family][1:]
     full = [str(data), "--user-dir", str(USER_DIR), "--task", task, "--cpu", *args, *argv]
     parsed = options.parse_args_and_arch(options.get_training_parser(), full)
@@ -251,11 +238,6 @@ def test_argparse_errors_of_our_options_are_one_line(capsys, monkeypatch, tiny_c
      "--context-window new tokens)"),
 ])
 def test_eval_lm_context_window(capsys, tiny_checkpoints, extra, needle):
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    from fairseq_local.config_checks import check_common_options
-
     path, data, args = tiny_checkpoints["lm"]
     argv = [str(data), "--user-dir", str(USER_DIR), "--task", "language_modeling", "--cpu", "--path", str(path),
             *args, *extra]
@@ -266,8 +248,6 @@ def test_eval_lm_context_window(capsys, tiny_checkpoints, extra, needle):
 
 def test_stateful_eval_lm_errors_are_user_errors(capsys, tiny_checkpoints):
     """--context-window with the stateful task, and a split too short for the streams: one line each."""
-    from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
-
     data, args = tiny_checkpoints["lm"][1:]
     t = setup_task("stateful_language_modeling", data, args, parser="eval_lm")
     t.load_dataset("valid")

@@ -6,23 +6,24 @@ Most cases run the code path in-process and finish it as the plugin's excepthook
 tests/test_bad_inputs.py); a few run the real CLIs to check the hook.  The tiny checkpoints come
 from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
 """
+import runpy
+import site
+import subprocess
 import sys
 from argparse import Namespace
 
+from fairseq.data import encoders
 import pytest
 
 from bad_inputs_lib import USER_DIR
 from contract_lib import REPO
-from test_bad_inputs import BIN, assert_one_line, call, run
+from fairseq_local import _cli_startup
+from test_bad_inputs import BIN, ENV, assert_one_line, call, run
 
 
 def test_startup_hook_is_installed_and_cheap_elsewhere():
     """Installing the package puts setup.py's ``.pth`` line in site-packages; in a program that is no
     fairseq CLI the line does not even load the hook module."""
-    import runpy
-    import site
-    import subprocess
-
     line = runpy.run_path(str(REPO / "setup.py"), run_name="setup_under_test")["PTH_LINE"]
     installed = [p / "fairseq_local.pth" for p in map(type(REPO), site.getsitepackages()) if (p / "fairseq_local.pth").exists()]
     assert installed and installed[0].read_text() == line
@@ -42,8 +43,6 @@ def test_startup_hook_is_installed_and_cheap_elsewhere():
     ([""], None, None),
 ])
 def test_startup_hook_acts_in_fairseq_clis_only(argv, orig_argv, prog):
-    from fairseq_local import _cli_startup
-
     assert _cli_startup.program(argv, orig_argv or argv) == prog
 
 
@@ -55,10 +54,6 @@ def test_startup_hook_acts_in_fairseq_clis_only(argv, orig_argv, prog):
      "did you mean --user-dir {user_dir}?"),
 ])
 def test_misspelled_user_dir(tmp_path, cmd, needle):
-    import subprocess
-
-    from test_bad_inputs import ENV
-
     cmd = [str(BIN / c) if c.startswith("fairseq-") else c for c in cmd]
     proc = subprocess.run([c.replace("DATA", str(tmp_path)) for c in cmd], capture_output=True, text=True, env=ENV,
                           cwd=tmp_path, timeout=300)
@@ -105,10 +100,6 @@ def test_hydra_config_key_typos_outside_the_model(tmp_path, source, old, new, ex
 
 
 def _hydra_typo_run(tmp_path, source, old, new, extra, **env):
-    import subprocess
-
-    from test_bad_inputs import ENV
-
     name = _yaml_with(tmp_path, "typo", source, old, new)
     cmd = [BIN / "fairseq-hydra-train", "--config-dir", tmp_path, "--config-name", name, f"task.data={tmp_path}",
            *[e.format(user_dir=USER_DIR) for e in extra]]
@@ -129,8 +120,6 @@ def test_hydra_full_error_keeps_the_traceback(tmp_path):
 @pytest.mark.parametrize("bpe,option", [("subword_nmt", "bpe_codes"), ("sentencepiece", "sentencepiece_model")])
 def test_misspelled_bpe_model_path(capsys, tmp_path, bpe, option):
     """fairseq-interactive / the hub with ``--bpe-codes`` naming no file (fairseq: an OSError traceback)."""
-    from fairseq.data import encoders
-
     missing = tmp_path / "bpe" / "codess"
     args = Namespace(bpe=bpe, bpe_separator="@@", sentencepiece_enable_sampling=False, sentencepiece_alpha=None,
                      **{option: str(missing)})

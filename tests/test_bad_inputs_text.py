@@ -9,18 +9,24 @@ from the session fixture ``tiny_checkpoints`` (tests/conftest.py).
 import io
 import logging
 import shutil
+import subprocess
 import sys
 
+from fairseq.data import Dictionary
 import pytest
 import torch
 
 from bad_inputs_lib import USER_DIR, setup_task
-from test_bad_inputs import BIN, GB18030, assert_one_line, call, run
+from contract_lib import _preprocess
+from fairseq_local.data import text_input
+from fairseq_local.data.lattice import Lattice
+from fairseq_local.data.text_input import buffered_read, is_lowercased, lowercase_input
+from fairseq_local.models.lattice_rnnsearch import LatticeRNNSearchModel
+from fairseq_local.models.mc_rnn import MCRNNModel
+from test_bad_inputs import BIN, ENV, GB18030, assert_one_line, call, run
 
 
 def _binarize(tmp_path, lines_by_split, extra=()):
-    from contract_lib import _preprocess
-
     raw = tmp_path / "raw"
     raw.mkdir(exist_ok=True)
     argv = ["--only-source", "--destdir", str(tmp_path / "bin"), "--workers", "1", *extra]
@@ -40,8 +46,6 @@ def test_empty_split(capsys, tmp_path, task):
 
 
 def test_empty_translation_test_split(capsys, tmp_path, tiny_checkpoints):
-    from contract_lib import _preprocess
-
     data, args = tiny_checkpoints["mt"][1:]
     d = tmp_path / "bin"
     shutil.copytree(data, d)
@@ -78,8 +82,6 @@ def test_preprocess_nwords_zero(tmp_path, option):
 
 
 def _read_all(data: bytes, monkeypatch, name="-"):
-    from fairseq_local.data.text_input import buffered_read
-
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     return [line for chunk in buffered_read(name, 2) for line in chunk]
 
@@ -98,16 +100,12 @@ def test_interactive_reads_utf8_and_refuses_the_rest(capsys, monkeypatch, tmp_pa
 
 @pytest.fixture(scope="module")
 def lattice_task(tiny_checkpoints):
-    from fairseq_local.data import text_input
-
     text_input._INPUT["name"] = "-"
     data, args = tiny_checkpoints["lattice"][1:]
     return setup_task("lattice_translation", data, args, ["--lattice-segmenters", "char"], parser="interactive")
 
 
 def test_lattice_interactive_reads_lattice_lines_like_the_hub(lattice_task, tiny_checkpoints):
-    from fairseq_local.data.lattice import Lattice
-
     raw = tiny_checkpoints["lattice"][1].parent / "raw"
     line = (raw / "test.zh").read_text(encoding="utf-8").splitlines()[0]
     lattice = Lattice.from_line(line)
@@ -136,10 +134,6 @@ def test_lattice_interactive_cli_lattice_line_and_gb18030(tmp_path, tiny_checkpo
     """The real fairseq-interactive: a lattice line is translated as its lattice (its source line
     shows the lattice's primary-path words, not '0:1' tokens), the same as the hub translates it;
     a GB18030 line stops it with one line."""
-    import subprocess
-
-    from test_bad_inputs import ENV
-    from fairseq_local.models.lattice_rnnsearch import LatticeRNNSearchModel
 
     path, data, args = tiny_checkpoints["lattice"]
     line = (data.parent / "raw" / "test.zh").read_text(encoding="utf-8").splitlines()[1]
@@ -160,10 +154,6 @@ def test_lattice_interactive_cli_lattice_line_and_gb18030(tmp_path, tiny_checkpo
 
 
 def test_input_is_lowercased_when_the_training_text_was(tiny_checkpoints):
-    from fairseq.data import Dictionary
-
-    from fairseq_local.data.text_input import is_lowercased, lowercase_input
-
     path, data, args = tiny_checkpoints["mt"]
     t = setup_task("translation", data, args, parser="interactive")
     assert is_lowercased(t.source_dictionary)
@@ -183,8 +173,6 @@ def test_input_is_lowercased_when_the_training_text_was(tiny_checkpoints):
     assert not is_lowercased(few)  # too few cased words to tell
     # lattice offsets survive: a character whose lowercase is longer stays as it is
     assert lowercase_input("İA\t0:1 1:2", t.source_dictionary) == "İa\t0:1 1:2"
-
-    from fairseq_local.models.mc_rnn import MCRNNModel
 
     hub = MCRNNModel.from_pretrained(path.parent, data_name_or_path=str(data))
     assert torch.equal(hub.encode(upper), hub.encode(lower))

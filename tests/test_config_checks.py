@@ -19,6 +19,7 @@ from fairseq_local.config_checks import (
     task_name,
 )
 from fairseq_local.errors import ConfigError
+from fairseq_local.patches import option_checks
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 
 
@@ -71,8 +72,6 @@ def test_our_language_model_refused_for_translation_and_translation_model_for_th
 
 def test_the_hooks_call_these_checks():
     """The patch installs hooks in fairseq's entry points; what they refuse is refused here."""
-    from fairseq_local.patches import option_checks
-
     option_checks.install()
     assert option_checks.check_generation_options is config_checks.check_generation_options
     with pytest.raises(ConfigError, match=r"^--beam must be >= 1 \(got 0\)$"):
