@@ -228,7 +228,7 @@ def main(argv=None):
     from fairseq_local_repro import extra, page, prepare, publish, run
     from fairseq_local_repro.context import RunContext
     from fairseq_local_repro.families import sweep_point
-    from fairseq_local_repro.plan import plan_options, tuned_on_dev
+    from fairseq_local_repro.plan import model_options, plan_options, tuned_on_dev
     from fairseq_local_repro.processes import ReproError, cuda_available, say, stop_children
     from fairseq_local_repro.train import train_command
 
@@ -257,7 +257,8 @@ def main(argv=None):
             params = f"{plan.params:,} parameters" if plan.params else "parameters counted after data preparation"
             match = f", size-matched to {s.size_match} ({plan.target_params:,})" if plan.target_params else ""
             setting = f" (lr {tuned[s.name]['lr']:g}, dropout {tuned[s.name]['dropout']:g})" if s.name in tuned else ""
-            say(f"{family.name}/{s.name}: {s.arch} {' '.join(plan.width_options + list(s.options))} -> {params}{match}"
+            arch, model = model_options(s, scale, plan.width_options)
+            say(f"{family.name}/{s.name}: {arch} {' '.join(model)} -> {params}{match}"
                 + setting)
         if a.dry_run:
             for s in systems:

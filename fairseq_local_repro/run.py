@@ -25,6 +25,7 @@ from fairseq_local_repro import compare as stats
 from fairseq_local_repro.context import RunContext
 from fairseq_local_repro.evaluate import alignment_entropy, cell_masking, eval_lm, run_statistics, translate_and_score
 from fairseq_local_repro.families import System
+from fairseq_local_repro.plan import model_options
 from fairseq_local_repro.processes import ReproError, say
 from fairseq_local_repro.train import check_same_settings, keep_vocabulary, read_curve, train_command, train_system
 
@@ -81,7 +82,8 @@ def published_run(ctx: RunContext, system: System, seed: int, tag: str, folder: 
     strict = folder == ctx.published
     r = read_json(path)
     plan = ctx.plan[system.name]
-    want = {"arch": system.arch, "options": plan.width_options + list(system.options), "scale": ctx.scale_name,
+    arch, model = model_options(system, ctx.scale, plan.width_options)
+    want = {"arch": arch, "options": model, "scale": ctx.scale_name,
             "max_tokens": ctx.max_tokens, "patience": ctx.scale.patience, **ctx.setting(system.name),
             "clip_norm": ctx.scale.clip_norm, "split": ctx.data.sizes}
     for key in PUBLISHED_SETTINGS:
@@ -159,9 +161,10 @@ def _run_system(ctx: RunContext, system: System, seed: int, tag: str) -> dict:
         test = translate_and_score(tag, data, ckpt, test_dir, "test", data.test_ref, task=family.task)
     curve = read_curve(os.path.join(sdir, "curve.jsonl"))
     best = min(curve, key=lambda p: p["dev_loss"])
+    arch, model = model_options(system, scale, plan.width_options)
     results = {
-        "family": family.name, "system": system.name, "label": system.label, "arch": system.arch,
-        "options": plan.width_options + list(system.options), "scale": ctx.scale_name, "seed": seed,
+        "family": family.name, "system": system.name, "label": system.label, "arch": arch,
+        "options": model, "scale": ctx.scale_name, "seed": seed,
         "params": done["params"] or plan.params, "size_matched_to": plan.size_matched_to,
         "epochs": done["epochs"], "updates": done["updates"], "wall_s": done["wall_s"],
         "stopped": done["stopped"], "hit_max_epoch": done["hit_max_epoch"], "max_epoch": ctx.max_epoch,
