@@ -12,14 +12,15 @@ import subprocess
 import warnings
 
 import pytest
-import torch
 from fairseq import checkpoint_utils, options, tasks
 from sacremoses import MosesDetokenizer
 
 from contract_lib import REPO, console_script, make_translation_data
 from fairseq_local.data import corpus_manifest as cm
 from fairseq_local.hub import from_pretrained
+from fairseq_local.errors import CheckpointError
 from fairseq_local.patches import dictionary_fingerprint
+from fairseq_local.safe_loading import safe_load
 from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
 
 SCRIPTS = REPO / "scripts"
@@ -245,7 +246,7 @@ def _load(path, data, caplog):
 
 def test_checkpoint_stores_its_corpus(two_corpora):
     path, data, _ = two_corpora
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = safe_load(str(path))
     assert state["extra_state"]["corpus"] == {"data": str(data), "fingerprint": cm.read(str(data))["corpus"]}
 
 
@@ -269,6 +270,24 @@ def test_resuming_with_another_corpus_warns(two_corpora, tmp_path):
     err = proc.stdout + proc.stderr  # fairseq-train logs to stdout
     assert proc.returncode == 0, err[-2000:]
     assert f"{path} was trained on another corpus ({data}" in err and f"than {other} was made from" in err
+
+
+def test_decoding_the_other_way_round_is_one_line(two_corpora):
+    """A src -> tgt checkpoint asked to translate tgt -> src: with a joint BPE both sides have one
+    dictionary, so only the languages the checkpoint was trained on can tell."""
+    path, data, _ = two_corpora
+    args = options.parse_args_and_arch(options.get_generation_parser(), [
+        str(data), "--path", str(path), "--user-dir", str(REPO / "fairseq_local"), "--cpu", "-s", "tgt", "-t", "src"])
+    with pytest.raises(CheckpointError) as err:
+        checkpoint_utils.load_model_ensemble_and_task([str(path)], task=tasks.setup_task(args))
+    assert str(err.value) == (f"{path} translates src -> tgt, but this task translates tgt -> src (--source-lang/-s, "
+                              "--target-lang/-t): give -s src -t tgt, or a checkpoint trained tgt -> src")
+    code, out = run(console_script("fairseq-generate"), data, "--user-dir", REPO / "fairseq_local", "--path", path,
+                    "--cpu", "-s", "tgt", "-t", "src", "--max-len-b", "3")
+    assert_one_line(code, out, f"{path} translates src -> tgt", "give -s src -t tgt")
+    code, out = run(console_script("fairseq-generate"), data, "--user-dir", REPO / "fairseq_local", "--path", path,
+                    "--cpu", "-s", "src", "-t", "tgt", "--max-len-b", "3")
+    assert code == 0, out[-2000:]  # the trained direction decodes
 
 
 # ------------------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_checkpoint_stores_its_dictionaries(mt):
     stored = torch.load(ckpt, weights_only=True)["extra_state"]["dictionaries"]
     for side, lang in (("source", "src"), ("target", "tgt")):
         d = Dictionary.load(str(data_dir / f"dict.{lang}.txt"))
-        assert stored[side] == fingerprint(d)
+        assert stored[side] == dict(fingerprint(d), lang=lang)  # with the language it is of
         assert stored[side]["size"] == len(d)
     other = _other_dictionary(data_dir, data_dir.parent / "fp_other", ["dict.src.txt"])
     assert fingerprint(Dictionary.load(str(other / "dict.src.txt")))["sha256"] != stored["source"]["sha256"]

@@ -1,5 +1,5 @@
 """fairseq_local/_cli_startup.py's rewrite of fairseq-hydra-train's model overrides (its one-line
-errors: tests/test_bad_inputs_first_hour.py).  A paper row's YAML lists only what its arch does not
+errors: tests/test_bad_inputs_startup.py).  A paper row's YAML lists only what its arch does not
 set, so ``model.KEY=VALUE`` must still override any option of the model."""
 import subprocess
 

@@ -41,6 +41,15 @@ def fingerprint(dictionary) -> dict:
     return {"size": len(dictionary), "sha256": digest}
 
 
+def _pair(cfg):
+    """(source language, target language) of a task config (a dict, DictConfig or Namespace); Nones
+    where it names none."""
+    if cfg is None:
+        return None, None
+    get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
+    return get("source_lang", None), get("target_lang", None)
+
+
 def _dictionaries(task) -> dict:
     out = {}
     for side in ("source", "target"):
@@ -54,7 +63,13 @@ def _dictionaries(task) -> dict:
 
 
 def task_fingerprints(task) -> dict:
-    return {side: fingerprint(d) for side, d in _dictionaries(task).items()}
+    """Each dictionary's fingerprint, with the language it is of when the task names one (a
+    translation task's ``--source-lang``/``--target-lang``, given or read from the data directory)."""
+    prints = {side: fingerprint(d) for side, d in _dictionaries(task).items()}
+    for side, lang in zip(("source", "target"), _pair(getattr(task, "cfg", None))):
+        if lang is not None and side in prints:
+            prints[side]["lang"] = lang
+    return prints
 
 
 def _dict_file(task, side) -> str:
@@ -97,13 +112,32 @@ def check_corpus(path, state, data):
                    "dictionaries match, so it runs, but check that this is the data directory you mean")
 
 
+def check_direction(path, state, task):
+    """Raise :class:`CheckpointError` when ``task`` translates the other way round than the checkpoint
+    was trained to (``-s en -t de`` for a de -> en model).  With a joint BPE both languages share one
+    dictionary, so the dictionary check cannot see the swap, and the model would "translate" its
+    target language with exit status 0."""
+    saved = stored(state)
+    trained = tuple((saved.get(side) or {}).get("lang") for side in ("source", "target"))
+    asked = _pair(getattr(task, "cfg", None))
+    if None in trained or None in asked or trained == asked:
+        return
+    if asked == trained[::-1]:
+        raise CheckpointError(
+            f"{path} translates {trained[0]} -> {trained[1]}, but this task translates {asked[0]} -> {asked[1]} "
+            f"(--source-lang/-s, --target-lang/-t): give -s {trained[0]} -t {trained[1]}, or a checkpoint "
+            f"trained {asked[0]} -> {asked[1]}")
+
+
 def check(path, state, task, data=None):
     """Raise :class:`CheckpointError` when a dictionary of ``task`` has the size of the one the
     checkpoint ``state`` was trained with but other entries (a different size is left to the
-    weight-shape check, which names the mismatching parameter)."""
+    weight-shape check, which names the mismatching parameter), or when ``task`` translates the
+    other way round (:func:`check_direction`)."""
     saved = stored(state)
     if task is None:
         return
+    check_direction(path, state, task)
     data = data or getattr(getattr(task, "cfg", None), "data", None)
     for side, dictionary in _dictionaries(task).items():
         want = saved.get(side)

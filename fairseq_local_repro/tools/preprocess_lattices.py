@@ -152,7 +152,7 @@ def preprocess(argv=None):
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
     args = parser.parse_args(argv)
     from fairseq_local.errors import ConfigError
-    from fairseq_local.patches.option_checks import check_preprocess_options
+    from fairseq_local.config_checks import check_preprocess_options
 
     try:
         check_preprocess_options(args)  # --nwordssrc 0 would keep every word
