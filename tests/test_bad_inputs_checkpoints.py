@@ -43,7 +43,7 @@ def test_checkpoint_of_another_task(capsys, monkeypatch, tiny_checkpoints, ckpt,
 
 
 def test_generate_cli_language_model_and_lattice_checkpoints(tiny_checkpoints):
-    """The real fairseq-generate: an LM checkpoint no longer 'translates' with exit status 0."""
+    """The real fairseq-generate: an LM checkpoint does not 'translate' with exit status 0."""
     mt_data, mt_args = tiny_checkpoints["mt"][1:]
     lm = tiny_checkpoints["lm"][0]
     code, err = run(BIN / "fairseq-generate", mt_data, "--user-dir", USER_DIR, *mt_args, "--cpu", "--path", lm)

@@ -153,7 +153,7 @@ def test_preprocess_lattices_ctrl_c(tmp_path, capsys, monkeypatch, stage):
     ("--workers", "0", "--workers must be >= 1 (got 0)"),  # fairseq: ZeroDivisionError
 ])
 def test_preprocess_lattices_degenerate_numbers(tmp_path, capsys, option, value, needle):
-    """Refused before anything is read or written (--nwordssrc 0 used to keep every word)."""
+    """Refused before anything is read or written (--nwordssrc 0 would keep every word)."""
     from test_bad_inputs import _lattice_corpus
 
     mod = preprocess_lattices

@@ -153,7 +153,7 @@ def test_fp16_without_cuda_is_one_line(data_cache, tmp_path):
 
 
 def test_bench_bf16_runs_under_autocast_on_cpu():
-    """scripts/bench.py --bf16 on CPU measures bf16 (it used to fall back to fp32 silently)."""
+    """scripts/bench.py --bf16 on CPU measures bf16, never fp32 in its place."""
     from fairseq_local_repro import bench
 
     args = bench.parse_args(["--arch", "lstm", "--baseline", "lstm", "--device", "cpu", "--bf16"])
