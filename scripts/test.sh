@@ -10,7 +10,7 @@ fi
 source scripts/setup_env.sh
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 workers="${TEST_WORKERS:-$(python -c 'import os; print(max(1, min(4, os.cpu_count() or 1)))')}"
-args=(tests -q -p no:cacheprovider --durations=15)
+args=(tests -q -p no:cacheprovider --durations=40)
 [ "$workers" -gt 1 ] && args+=(-n "$workers" --dist load)
 set +e
 python -m pytest "${args[@]}" "$@"
