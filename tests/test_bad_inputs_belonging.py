@@ -21,6 +21,7 @@ from fairseq_local.hub import from_pretrained
 from fairseq_local.errors import CheckpointError
 from fairseq_local.patches import dictionary_fingerprint
 from fairseq_local.safe_loading import safe_load
+from fairseq_local_repro.tools import score
 from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
 
 SCRIPTS = REPO / "scripts"
@@ -514,3 +515,30 @@ def test_a_recipe_training_another_row_into_a_save_dir_stops_before_training(tmp
                                  "table2_mc_rnn_2 (its run.json): resuming there would mix them; give another "
                                  "--save-dir, or the row and --data it was started with\n")
     assert sorted(p.name for p in save.iterdir()) == before == ["run.json"]
+
+
+# ------------------------------------------------------------------------------------------------
+# score.sh: the hypotheses given as their own reference
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["same path", "symlink", "relative path", "second reference"])
+def test_score_refuses_the_hypothesis_file_as_its_reference(tmp_path, monkeypatch, capsys, how):
+    hyp = write(tmp_path / "hyp.txt", "".join(t + "\n" for t in EN))
+    other = write(tmp_path / "ref.txt", "".join(t.upper() + "\n" for t in EN))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.txt").symlink_to(hyp)
+    ref = {"same path": hyp, "symlink": tmp_path / "link.txt", "relative path": "hyp.txt", "second reference": hyp}[how]
+    refs = ["--ref", str(other), "--ref", str(ref)] if how == "second reference" else ["--ref", str(ref)]
+    with pytest.raises(SystemExit) as e:
+        score.main(["--hyp", str(hyp), *refs])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (f"score.py: error: --ref {ref} is the --hyp file itself: give the reference translations "
+                   "(the split's raw target text)\n")
+
+
+def test_score_accepts_a_copy_of_the_hypotheses_as_reference(tmp_path, capsys):
+    hyp = write(tmp_path / "hyp.txt", "".join(f"{t} in the park today\n" for t in EN))
+    copy = tmp_path / "ref.txt"
+    shutil.copy(hyp, copy)  # another file with the same text: a perfect system, scored as such
+    assert score.main(["--hyp", str(hyp), "--ref", str(copy)]) == 0
+    assert "= 100.00" in capsys.readouterr().out

@@ -16,7 +16,8 @@ only binarized or BPE-applied text holds (fairseq's ``<<unk>>``/``<unk>``, subwo
 sentencepiece's ``\u2581``), or that the pipeline itself names as tokenized (``*.tok``,
 ``*.tok.txt``: scripts/generate.sh's ``ref.tok.txt``), is refused with one line; score such a file
 with ``--tokenize none`` (labelled tokenized) or pass the raw reference.  A hypothesis with BPE
-marks left in is refused too (BPE was not removed).  Hypotheses written by scripts/generate.sh
+marks left in is refused too (BPE was not removed), and so is a reference that is the hypothesis
+file itself.  Hypotheses written by scripts/generate.sh
 (listed in the ``gen.json`` beside them) are checked against the corpus they translate: a reference
 that is the raw file of another split or of the source side (``corpus.json`` of the data directory)
 is refused with one line naming both; a reference the corpus does not know is scored with a note.
@@ -145,9 +146,13 @@ def format_scores(s):
 
 def read_inputs(hyp_path, ref_paths):
     """The hypotheses and one list of lines per reference file, every file as long as the
-    hypotheses and none of them empty (one-line errors otherwise)."""
+    hypotheses, none of them empty and none the hypothesis file itself (one-line errors otherwise)."""
     hyps = read_lines(hyp_path, "--hyp")
     refs = [read_lines(r, "--ref") for r in ref_paths]
+    for path in ref_paths:
+        if os.path.samefile(path, hyp_path):  # BLEU 100 of the hypotheses against themselves
+            fail(f"--ref {path} is the --hyp file itself: give the reference translations (the split's raw "
+                 "target text)")
     for path, r in zip(ref_paths, refs):
         if len(r) != len(hyps):
             fail(f"{path} has {len(r)} lines but {hyp_path} has {len(hyps)}")
