@@ -52,6 +52,36 @@ def _pair(d, name, src, tgt):
     return d / name
 
 
+NUL_LINE = "fairseq would make it a word); remove it, or convert a UTF-16 file to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+
+
+@pytest.mark.parametrize("data, where", [(b"a dog\nruns \0 fast\n", "2: a NUL byte (0x00) at byte 6"),
+                                         (b"\0a dog\n", "1: a NUL byte (0x00) at byte 1"),
+                                         (b"a dog\nlast line\0", "2: a NUL byte (0x00) at byte 10"),
+                                         ("a dog\nruns\n".encode("utf-16-le"), "1: a NUL byte (0x00) at byte 2")])
+def test_a_nul_byte_is_not_text(tmp_path, data, where):
+    path = tmp_path / "corpus.en"
+    path.write_bytes(data)
+    message = f"{path}:{where} of the line: not text ({NUL_LINE}"
+    for read in (text_input.scan, text_input.read_lines):
+        with pytest.raises(text_input.TextInputError) as e:
+            read(path)
+        assert str(e.value) == message
+    path.write_bytes(data.replace(b"\0", b""))  # the same text without it reads
+    assert text_input.scan(path) == len(text_input.read_lines(path))
+
+
+def test_preprocess_sh_nul_byte(tmp_path):
+    good = _pair(tmp_path, "good", "ein satz\nzwei saetze\n", "a sentence\ntwo sentences\n")
+    bad = _pair(tmp_path, "bad", "ein satz\nzwei saetze\n", "a sentence\ntwo sentences\n")
+    (tmp_path / "bad.de").write_bytes(b"ein satz\nzwei \0saetze\n")
+    code, err = run("bash", PREPROCESS, "--src", "de", "--tgt", "en", "--train", bad, "--valid", good,
+                    "--destdir", tmp_path / "bin", "--bpe", "none", "--workers", "1")
+    assert_one_line(code, err, f"preprocess.sh: error: {bad}.de:2: a NUL byte (0x00) at byte 6 of the line: not text "
+                    f"({NUL_LINE}", leftovers=[tmp_path / "bin"])
+    assert code == 2
+
+
 @pytest.mark.parametrize("split", ["train", "valid"])
 def test_preprocess_sh_one_blank_side(tmp_path, split):
     good = _pair(tmp_path, "good", "ein satz\nzwei saetze\n", "a sentence\ntwo sentences\n")
@@ -300,13 +330,15 @@ def test_score_json_on_a_full_disk(tmp_path, monkeypatch, capsys):
     from fairseq_local_repro.tools import score
 
     hyp, out = write(tmp_path / "hyp.txt", "the cat sat\n"), tmp_path / "scores.json"
+    ref = write(tmp_path / "ref.txt", "the cat sat\n")
     write(out, '{"bleu": 12.0}\n')
     _full_disk(monkeypatch)
     with pytest.raises(SystemExit) as e:
-        score.main(["--hyp", str(hyp), "--ref", str(hyp), "--json", str(out)])
+        score.main(["--hyp", str(hyp), "--ref", str(ref), "--json", str(out)])
     assert e.value.code == 2
     assert capsys.readouterr().err == f"score.py: error: {out}: no space left on device\n"
-    assert out.read_text() == '{"bleu": 12.0}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt", "scores.json"]
+    assert out.read_text() == '{"bleu": 12.0}\n' and sorted(p.name for p in tmp_path.iterdir()) == [
+        "hyp.txt", "ref.txt", "scores.json"]
 
 
 def test_gen_text_on_a_full_disk(tmp_path, monkeypatch, capsys):

@@ -6,7 +6,8 @@ shell scripts run it::
     python -m fairseq_local_repro.text.text_input PROG [--nonempty FILE]... [--same-lines A B]...
         [--blank-lines FILE]... FILE...
 
-which checks that every FILE (and every --nonempty / --same-lines / --blank-lines file) is UTF-8,
+which checks that every FILE (and every --nonempty / --same-lines / --blank-lines file) is UTF-8
+without NUL bytes (what a binary or UTF-16 file holds, which fairseq would binarize as a word),
 that each --nonempty file has some text, and that each --same-lines pair has the same number of
 lines, and otherwise prints ``PROG: error: ...`` naming the file and the first bad line, exit
 status 2.  Blank lines (nothing but spaces, byte-order marks and line ends), which fairseq would
@@ -42,8 +43,14 @@ def _bad_utf8(path, lineno, line: bytes, err: UnicodeDecodeError) -> TextInputEr
         "convert the file to UTF-8 (e.g. iconv -f GB18030 -t UTF-8, or -f LATIN1)")
 
 
+def _nul_byte(path, lineno, column) -> TextInputError:
+    return TextInputError(
+        f"{path}:{lineno}: a NUL byte (0x00) at byte {column} of the line: not text (fairseq would make it a "
+        "word); remove it, or convert a UTF-16 file to UTF-8 (iconv -f UTF-16 -t UTF-8)")
+
+
 def scan(path) -> int:
-    """Check that ``path`` is UTF-8 and return its number of lines (a last line without newline counts)."""
+    """Check that ``path`` is UTF-8 without NUL bytes and return its number of lines (a last line without newline counts)."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -66,6 +73,9 @@ def scan(path) -> int:
                 line = chunk[start:end if end >= 0 else len(chunk)]
                 sub = UnicodeDecodeError(err.encoding, line, err.start - start, err.end - start, err.reason)
                 raise _bad_utf8(path, lines + chunk.count(b"\n", 0, err.start) + 1, line, sub) from None
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                raise _nul_byte(path, lines + chunk.count(b"\n", 0, nul) + 1, nul - chunk.rfind(b"\n", 0, nul))
             lines += chunk.count(b"\n")
             last = chunk[-1:]
     return lines + (1 if last not in (b"", b"\n") else 0)
@@ -81,6 +91,8 @@ def read_lines(path, what="file"):
             data = f.read()
     except FileNotFoundError:
         raise TextInputError(f"{what} {path}: no such file") from None
+    if b"\0" in data:
+        scan(path)  # names the line with the NUL byte
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
