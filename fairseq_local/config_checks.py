@@ -15,13 +15,15 @@ the hooks that call them in fairseq's entry points (see its docstring for which 
 * Options of every run (:func:`check_common_options`), of generation
   (:func:`check_generation_options`) and of ``fairseq-preprocess``
   (:func:`check_preprocess_options`); a float option given as ``nan`` or ``inf`` (which passes
-  every range check) is refused.
+  every range check) is refused; a data directory of the other kind than the task's
+  (:func:`check_data_fits_task`: a language-model corpus for a translation task and back).
 * A misspelled choice of a fairseq registry (:func:`did_you_mean`).
 """
 import argparse
 import dataclasses
 import difflib
 import math
+import os
 import re
 import typing
 
@@ -190,6 +192,33 @@ def check_common_options(cfg):
         cfg.get("generation", None) if hasattr(cfg, "get") else None)
     if generation is not None:
         check_generation_options(generation)
+    check_data_fits_task(cfg)
+
+
+def check_data_fits_task(cfg):
+    """A translation task on a language-model corpus (``dict.txt`` only) or a language-modeling task
+    on a parallel corpus (``dict.L.txt`` only): fairseq stops with "Could not infer language pair"
+    or a missing ``dict.txt``, neither saying what the folder holds."""
+    name = getattr(cfg, "task", None) if isinstance(cfg, argparse.Namespace) else _get(cfg, "task", "_name")
+    data = _get(cfg, "task", "data")
+    cls = TASK_REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None or not isinstance(data, str) or not data:
+        return
+    folder = data.split(os.pathsep)[0]
+    if not os.path.isdir(folder):
+        return
+    dicts = sorted(f for f in os.listdir(folder) if f.startswith("dict.") and f.endswith(".txt"))
+    per_lang = [f for f in dicts if f != "dict.txt"]
+    lm_task = issubclass(cls, LanguageModelingTask) or getattr(cls, "is_language_modeling", False)
+    if (issubclass(cls, TranslationTask) and dicts == ["dict.txt"]
+            and _get(cfg, "task", "source_lang") is None and _get(cfg, "task", "target_lang") is None):
+        raise ConfigError(f"{folder} holds a language-model corpus (dict.txt, no dict.LANG.txt): --task {name} needs "
+                          "parallel data (scripts/preprocess.sh --src L1 --tgt L2); train a language model on it "
+                          "with --task language_modeling")
+    if lm_task and per_lang and "dict.txt" not in dicts:
+        raise ConfigError(f"{folder} holds a parallel corpus ({', '.join(per_lang)}, no dict.txt): --task {name} "
+                          "needs a language-model corpus (scripts/preprocess.sh --lm); translate with --task "
+                          "translation")
 
 
 def check_dropout(cfg):

@@ -13,12 +13,14 @@ import warnings
 
 import pytest
 from fairseq import checkpoint_utils, options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from sacremoses import MosesDetokenizer
 
 from contract_lib import REPO, console_script, make_translation_data
+from fairseq_local.config_checks import check_data_fits_task
 from fairseq_local.data import corpus_manifest as cm
 from fairseq_local.hub import from_pretrained
-from fairseq_local.errors import CheckpointError
+from fairseq_local.errors import CheckpointError, ConfigError
 from fairseq_local.patches import dictionary_fingerprint
 from fairseq_local.safe_loading import safe_load
 from fairseq_local_repro.tools import score
@@ -542,3 +544,57 @@ def test_score_accepts_a_copy_of_the_hypotheses_as_reference(tmp_path, capsys):
     shutil.copy(hyp, copy)  # another file with the same text: a perfect system, scored as such
     assert score.main(["--hyp", str(hyp), "--ref", str(copy)]) == 0
     assert "= 100.00" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------
+# a data directory of the other kind: a language-model corpus for a translation task and back
+# ------------------------------------------------------------------------------------------------
+def _data_dir(tmp_path, *dicts):
+    d = tmp_path / "data"
+    d.mkdir()
+    for name in dicts:
+        write(d / name, "word 1\n")
+    return d
+
+
+LM_CORPUS = ("holds a language-model corpus (dict.txt, no dict.LANG.txt): --task {task} needs parallel data "
+             "(scripts/preprocess.sh --src L1 --tgt L2); train a language model on it with --task language_modeling")
+MT_CORPUS = ("holds a parallel corpus (dict.de.txt, dict.en.txt, no dict.txt): --task {task} needs a language-model "
+             "corpus (scripts/preprocess.sh --lm); translate with --task translation")
+
+
+def _cfg(data, task, *extra):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(data), "--task", task, "--arch",
+                                                "lstm_lm" if "language" in task else "lstm", *extra])
+    return convert_namespace_to_omegaconf(args)
+
+
+@pytest.mark.parametrize("task, dicts, message", [
+    ("translation", ["dict.txt"], LM_CORPUS),
+    ("lattice_translation", ["dict.txt"], LM_CORPUS),
+    ("language_modeling", ["dict.de.txt", "dict.en.txt"], MT_CORPUS),
+    ("stateful_language_modeling", ["dict.de.txt", "dict.en.txt"], MT_CORPUS)])
+def test_a_data_directory_of_the_other_kind_is_one_line(tmp_path, task, dicts, message):
+    data = _data_dir(tmp_path, *dicts)
+    with pytest.raises(ConfigError) as e:
+        check_data_fits_task(_cfg(f"{data}:{tmp_path}", task))  # the first of several shards is read
+    assert str(e.value) == f"{data} " + message.format(task=task)
+
+
+@pytest.mark.parametrize("task, dicts, extra", [
+    ("translation", ["dict.de.txt", "dict.en.txt"], []),
+    ("translation", ["dict.txt"], ["-s", "de", "-t", "en"]),  # languages given: fairseq names the missing file
+    ("translation", [], []),  # no dictionary at all: fairseq's own error names it
+    ("language_modeling", ["dict.txt"], []),
+    ("language_modeling", ["dict.txt", "dict.de.txt"], [])])
+def test_a_data_directory_that_fits_passes(tmp_path, task, dicts, extra):
+    check_data_fits_task(_cfg(_data_dir(tmp_path, *dicts), task, *extra))
+
+
+def test_fairseq_train_on_a_language_model_corpus(tmp_path):
+    data = _data_dir(tmp_path, "dict.txt")
+    code, err = run(console_script("fairseq-train"), data, "--user-dir", REPO / "fairseq_local", "--cpu", *TINY_LSTM,
+                    "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "100", "--save-dir", tmp_path / "ck")
+    assert_one_line(code, err, f"fairseq-train: error: {data} " + LM_CORPUS.format(task="translation"))
+    assert code == 2 and not (tmp_path / "ck").exists()

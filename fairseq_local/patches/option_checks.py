@@ -16,7 +16,9 @@ a generator, reads data or trains: :func:`install` puts the checks of
   ``--update-freq`` >= 1, ``--lr`` >= 0, ``--clip-norm`` >= 0, ``--label-smoothing`` in [0, 1),
   ``--tokens-per-sample`` >= 1, ``--num-workers`` >= 0, ``fairseq-eval-lm --context-window`` >= 0 and
   below ``--tokens-per-sample``; a float option given as ``nan`` or ``inf`` (which passes every
-  range check) is refused, here and among the generation options (``--lenpen``, ``--unkpen``...).
+  range check) is refused, here and among the generation options (``--lenpen``, ``--unkpen``...);
+  a translation task on a language-model corpus (``dict.txt`` only) or a language-modeling task on a
+  parallel one (``dict.L.txt`` only) names what the data directory holds.
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
