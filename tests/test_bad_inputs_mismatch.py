@@ -377,9 +377,10 @@ def test_preprocess_step_that_changes_line_counts_is_one_line(tmp_path):
 
 def test_score_ignores_byte_order_marks(tmp_path):
     text = ["the cat sat on the mat", "a second sentence here"]
-    (tmp_path / "ref.txt").write_bytes((BOM + "\n".join(text) + "\n").encode("utf-8"))
+    for name in ("ref.txt", "ref2.txt"):  # a file with a byte-order mark against a copy of itself too
+        (tmp_path / name).write_bytes((BOM + "\n".join(text) + "\n").encode("utf-8"))
     (tmp_path / "hyp.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
-    for hyp, ref in (("hyp.txt", "ref.txt"), ("ref.txt", "hyp.txt"), ("ref.txt", "ref.txt")):
+    for hyp, ref in (("hyp.txt", "ref.txt"), ("ref.txt", "hyp.txt"), ("ref.txt", "ref2.txt")):
         proc = subprocess_run(["bash", REPO / "scripts" / "score.sh", "--hyp", tmp_path / hyp, "--ref", tmp_path / ref])
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("BLEU (detokenized") and " = 100.00 " in proc.stdout, proc.stdout
