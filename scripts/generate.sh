@@ -77,6 +77,7 @@ if [ -n "$ref" ]; then
   n_ref=$(count_lines "$ref")
   [ "$n_ref" -eq "$n_split" ] || die "--ref $ref has $n_ref lines but subset '$subset' of $data has $n_split sentences"
 fi
+[ ! -e "$out" ] || [ -d "$out" ] || die "--out $out: cannot create $out: a file stands in its path"
 tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 say "generating $subset ($n_split sentences) with beam $beam into $out"

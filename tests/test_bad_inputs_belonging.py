@@ -7,6 +7,7 @@ read-only folder under generate.sh's output."""
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import warnings
@@ -473,6 +474,14 @@ def test_generate_sh_out_that_cannot_be_created(pipeline, tmp_path):
                     "--out", afile / "out", "--beam", "1", "--", "--max-len-b", "5")
     assert_one_line(code, err, f"generate.sh: error: --out {afile}/out: cannot create {afile}/out.tmp.")
     assert afile.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    # --out naming a file (or a link to one) is refused before anything is decoded
+    os.symlink(afile, tmp_path / "link")
+    for bad in (afile, tmp_path / "link"):
+        code, err = run("bash", SCRIPTS / "generate.sh", "--data", data, "--path",
+                        out.parent / "ck" / "checkpoint_last.pt", "--out", bad, "--beam", "1")
+        assert_one_line(code, err, f"generate.sh: error: --out {bad}: cannot create {bad}: a file stands in its path")
+        assert "generating" not in err and afile.read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "link"]
 
 
 def test_generate_sh_full_disk_while_generating(pipeline, tmp_path):
