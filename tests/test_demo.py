@@ -58,11 +58,12 @@ def test_demo_bad_options_one_line(args, needle):
 def test_score_into_a_closed_pipe_is_no_traceback(tmp_path):
     """`score.py ... | head -1` when head has gone: exit status 1, no traceback, JSON still written."""
     (tmp_path / "h").write_text("a b c d\n")
+    (tmp_path / "r").write_text("a b c d\n")  # a copy: the --hyp file itself is refused as a reference
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before score.py prints
     try:
         proc = subprocess.run([sys.executable, str(REPO / "scripts" / "score.py"), "--hyp", str(tmp_path / "h"),
-                               "--ref", str(tmp_path / "h"), "--json", str(tmp_path / "s.json")],
+                               "--ref", str(tmp_path / "r"), "--json", str(tmp_path / "s.json")],
                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(write_end)

@@ -119,8 +119,9 @@ def test_score_multi_reference_lowercase_and_rouge(tmp_path):
 
 def test_score_identical_text_is_100_and_1(tmp_path):
     text = ["The cat sat on the mat.", "\"Hello,\" she said -- twice."]
-    (tmp_path / "t").write_text("\n".join(text) + "\n")
-    proc = run(sys.executable, SCRIPTS / "score.py", "--hyp", tmp_path / "t", "--ref", tmp_path / "t", "--rouge",
+    for name in ("t", "r"):  # the reference a copy: the --hyp file itself is refused as one
+        (tmp_path / name).write_text("\n".join(text) + "\n")
+    proc = run(sys.executable, SCRIPTS / "score.py", "--hyp", tmp_path / "t", "--ref", tmp_path / "r", "--rouge",
                "--json", tmp_path / "s.json")
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["bleu"] == pytest.approx(100.0) and s["rouge1_f1"] == s["rouge2_f1"] == s["rougeL_f1"] == 1.0
@@ -129,8 +130,9 @@ def test_score_identical_text_is_100_and_1(tmp_path):
 
 
 def test_score_tokenize_none_is_labelled_tokenized(tmp_path):
-    (tmp_path / "h").write_text("a b c d e .\n")
-    proc = run(sys.executable, SCRIPTS / "score.py", "--hyp", tmp_path / "h", "--ref", tmp_path / "h",
+    for name in ("h", "r"):
+        (tmp_path / name).write_text("a b c d e .\n")
+    proc = run(sys.executable, SCRIPTS / "score.py", "--hyp", tmp_path / "h", "--ref", tmp_path / "r",
                "--tokenize", "none", "--json", tmp_path / "s.json")
     first = proc.stdout.splitlines()[0]
     assert first.startswith("BLEU (tokenized") and "detokenized" not in proc.stdout and "tok:none" in first
