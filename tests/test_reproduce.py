@@ -244,7 +244,7 @@ def test_tuned_seed_1_is_read_from_its_sweep_point_not_trained_again(tmp_path, s
     ctx = types.SimpleNamespace(
         published=str(tuned), plan={"gencnn": types.SimpleNamespace(width_options=sweep["gencnn"]["options"])},
         scale_name=r["scale"], max_tokens=sweep["gencnn"]["max_tokens"], max_epoch=1, out=str(tmp_path / "x"),
-        scale=types.SimpleNamespace(patience=r["patience"], clip_norm=r["clip_norm"]), data=data,
+        scale=types.SimpleNamespace(patience=r["patience"], clip_norm=r["clip_norm"], paper=False), data=data,
         setting=lambda name: {"lr": r["lr"], "dropout": r["dropout"]})
     assert repro_run.published_run(ctx, system, 1, "t", str(chosen)) == sweep["gencnn"]
     assert repro_run.published_run(ctx, system, 1, "t", str(other)) is None
