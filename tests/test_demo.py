@@ -85,7 +85,8 @@ def _claim():
 def test_demo_claim_is_about_its_defaults():
     """The stated range is for the update count the demo really defaults to, and README says the same count."""
     header, updates, low, high = _claim()
-    assert re.search(rf"^out=.* max_update={updates} ", header, re.M), "the claim's update count is not the default"
+    assert re.search(rf"^opt .*opt --max-update max_update {updates}$", header, re.M), \
+        "the claim's update count is not the default"
     assert 0 <= low < high <= 100
     assert f"trains {updates} updates (`--max-update`)" in (REPO / "README.md").read_text(encoding="utf-8")
 
