@@ -1,6 +1,6 @@
 # What the recipes under scripts/recipes/ share (sourced by common.sh, not run): their common
 # options, the preamble of a paper-table row, training, translation and perplexity.
-CPU=() HYDRA=() SCORE_ONLY=0
+CPU=() HYDRA=() SCORE_ONLY=${SCORE_ONLY:-0}  # lattice_zh_en_small.sh reads SCORE_ONLY=1 from the environment
 
 run_options() {  # run_options [--score-only]: declare the options of a recipe that trains
   #   --save-dir DIR (SAVE), --cpu (the array CPU: --cpu or nothing), --small (set_small),
