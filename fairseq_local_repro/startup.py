@@ -21,7 +21,7 @@ import torch
 
 from fairseq_local.file_io import write_json
 from fairseq_local.modules import cuda_graphs, fast_path
-from fairseq_local_repro import bench
+from fairseq_local_repro import bench, clock
 
 DEFAULT_SHAPES = "64x25x25,96x14x12,128x9x7,80x15x14,160x8x6"
 KEYS = ("compiles", "kernels", "compile_fwd_s", "compile_bwd_s", "graphs_captured", "capture_s", "graph_fallbacks")
@@ -103,8 +103,8 @@ def run(a):
             bench.sync()
             after = fast_path.stats()
             row = {"impl": impl, "B": B, "S": S, "T": T, "time_bucket": cuda_graphs.length_bucket(T),
-                   "seconds": round(time.perf_counter() - t, 2), "graphs_live": after["graphs_live"]}
-            row.update({k: round(after[k] - before[k], 2) if isinstance(after[k], float) else after[k] - before[k]
+                   "seconds": clock.seconds_since(t), "graphs_live": after["graphs_live"]}
+            row.update({k: clock.seconds(after[k] - before[k]) if isinstance(after[k], float) else after[k] - before[k]
                         for k in KEYS})
             results.append(row)
             print(json.dumps(row), flush=True)
@@ -115,7 +115,7 @@ def summary(results):
     out = {}
     for impl in dict.fromkeys(r["impl"] for r in results):
         rows = [r for r in results if r["impl"] == impl]
-        out[impl] = {"seconds": round(sum(r["seconds"] for r in rows), 2),
+        out[impl] = {"seconds": clock.seconds(sum(r["seconds"] for r in rows)),
                      "kernels": sum(r["kernels"] for r in rows),
                      "kernels_after_second_shape": sum(r["kernels"] for r in rows[2:]),
                      "compiles": sum(r["compiles"] for r in rows),

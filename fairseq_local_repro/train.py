@@ -12,7 +12,7 @@ import time
 from typing import List, Optional
 
 from fairseq_local.file_io import read_json, write_json
-from fairseq_local_repro import schedule
+from fairseq_local_repro import clock, schedule
 from fairseq_local_repro.context import Data, RunContext
 from fairseq_local_repro.families import CORPUS_TASK, Family, System
 from fairseq_local_repro.plan import model_options
@@ -155,7 +155,7 @@ def train_system(tag: str, cmd: List[str], sdir: str, max_epoch: int) -> dict:
         if valid is not None and "valid_loss" in valid:
             point = {"epoch": int(valid["epoch"]), "updates": int(float(valid["valid_num_updates"])),
                      "dev_loss": float(valid["valid_loss"]), "dev_ppl": float(valid["valid_ppl"]),
-                     "lr": state["lr"], "wall_s": round(offset + time.time() - t0, 1)}
+                     "lr": state["lr"], "wall_s": clock.seconds(offset + time.time() - t0)}
             state["epoch"] = point["epoch"]
             with open(curve_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(point) + "\n")

@@ -26,24 +26,23 @@ def test_preprocess_sh_workers(tmp_path, value):
 def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
     """Ctrl-C (SIGINT to the whole process group) while fairseq-preprocess runs: one line, status
     130, no --destdir and no work folder, no child's traceback, and the child is ended (fault
-    injection: a Python fairseq-preprocess that presses Ctrl-C, then would run for a minute)."""
+    injection: a Python fairseq-preprocess that presses Ctrl-C, then would run for an hour)."""
     import os
     import signal
     import subprocess
-    import time
 
     from test_bad_inputs import ENV
 
     stub = tmp_path / "stub"
     stub.mkdir()
     (stub / "fairseq-preprocess").write_text(f"#!{sys.executable}\nimport os, signal, time\n"
-                                             "os.kill(0, signal.SIGINT)\ntime.sleep(60)\n")
+                                             "os.kill(0, signal.SIGINT)\ntime.sleep(3600)\n")
     (stub / "fairseq-preprocess").chmod(0o755)
     for split, n in (("train", 4), ("valid", 2)):
         for lang in ("de", "en"):
             (tmp_path / f"{split}.{lang}").write_text("".join(f"satz {i}\n" for i in range(n)))
     dest = tmp_path / "bin"
-    started = time.monotonic()
+    # the stub sleeps an hour: a script that waited for it would outlast the timeout, whatever the machine's speed
     proc = subprocess.run(["bash", str(REPO / "scripts" / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
                            str(tmp_path / "train"), "--valid", str(tmp_path / "valid"), "--destdir", str(dest),
                            "--bpe", "none"], capture_output=True, text=True, timeout=300, start_new_session=True,
@@ -51,11 +50,9 @@ def test_preprocess_sh_ctrl_c_leaves_destdir_as_it_was(tmp_path):
                           # as at a terminal, even where the test runner ignores SIGINT (started in the
                           # background), which a script would inherit and could not trap
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    elapsed = time.monotonic() - started
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert proc.stderr.splitlines()[-1] == f"preprocess.sh: interrupted; {dest} was left as it was"
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
-    assert elapsed < 50  # the stub was ended, not waited for
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stub", "train.de", "train.en", "valid.de", "valid.en"]
 
 

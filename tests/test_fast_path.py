@@ -494,7 +494,7 @@ def test_gpu_kit_fast_path_check_on_cpu(tmp_path):
     for name, rec in report["checks"].items():
         assert rec["ok"], (name, rec)
         if name != "mc_rnn2_model_step_and_beam5":
-            assert rec["eager_fwd_bwd_ms"] > 0 and rec["compiled_fwd_bwd_ms"] > 0
+            assert rec["eager_fwd_bwd_ms"] >= 0 and rec["compiled_fwd_bwd_ms"] >= 0
             assert set(rec["compiled_startup"]) >= {"compiles", "compile_fwd_s", "capture_s", "kernels"}
     lattice = report["checks"]["lattice_dwl_gating"]
     assert lattice["lattices"] == 3 and lattice["characters"] == [3, 6]

@@ -30,6 +30,8 @@ import sys
 import time
 import warnings
 
+from fairseq_local_repro import clock
+
 REQUIRED_EXTENSIONS = ["fairseq.libbleu", "fairseq.data.data_utils_fast", "fairseq.data.token_block_utils_fast"]
 OPTIONAL_EXTENSIONS = ["fairseq.libnat", "fairseq.libbase", "fairseq.ngram_repeat_block_cuda", "fairseq.libnat_cuda"]
 TINY = ("--encoder-embed-dim 16 --encoder-hidden-size 16 --decoder-embed-dim 16 --decoder-hidden-size 16 "
@@ -117,7 +119,7 @@ def main(argv=None):
         if bad:
             fail(f"--fast-path on {device}: fast != eager in {', '.join(bad)}: "
                  + "; ".join(f"{k}: {report['fast_path']['checks'][k]['worst']}" for k in bad))
-    report["seconds"] = round(time.perf_counter() - t0, 2)
+    report["seconds"] = clock.seconds_since(t0)
     text = json.dumps(report, indent=2)
     if a.json:
         from fairseq_local.file_io import write_text
@@ -183,7 +185,7 @@ def fast_impls(device):
 def _startup(before, after):
     """What a first call cost: compile and capture seconds and counts (``fast_path.stats``)."""
     keys = ("compiles", "compile_fwd_s", "compile_bwd_s", "kernels", "graphs_captured", "capture_s", "graph_fallbacks")
-    return {k: round(after[k] - before[k], 3) if isinstance(after[k], float) else after[k] - before[k] for k in keys}
+    return {k: clock.seconds(after[k] - before[k]) if isinstance(after[k], float) else after[k] - before[k] for k in keys}
 
 
 def _compare(module, fresh_pass, reps, tol, impls):
@@ -202,12 +204,12 @@ def _compare(module, fresh_pass, reps, tol, impls):
             before, t = fast_path.stats(), time.perf_counter()
             got = run()
             if trial == 0:
-                rec[f"first_{impl}_call_s"] = round(time.perf_counter() - t, 2)
+                rec[f"first_{impl}_call_s"] = clock.seconds_since(t)
                 rec[f"{impl}_startup"] = _startup(before, fast_path.stats())
             worst = max([worst, _rel_grads(ref[1], got[1])] + [_rel(a, b) for a, b in zip(ref[0], got[0])])
     for impl in ("eager",) + tuple(impls):
         fast_path.set_rnn_impl(module, impl)
-        rec[f"{impl}_fwd_bwd_ms"] = round(_timed_ms(run, reps), 3)
+        rec[f"{impl}_fwd_bwd_ms"] = round(_timed_ms(run, reps), clock.DIGITS - 3)
     rec.update(worst=worst, ok=worst <= tol)
     return rec
 
