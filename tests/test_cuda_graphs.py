@@ -59,17 +59,24 @@ def test_graph_variants_are_the_padded_shapes(graphs):
     assert st["graphs_captured"] == 3 and st["graphs_live"] == 3, st
 
 
-def test_auto_captures_and_never_compiles(graphs, monkeypatch, tmp_path):
-    """``auto`` on a CUDA tensor (mocked) captures the eager loop; it never calls the compiler: a
-    training step of a small model under ``auto`` (the stand-in backend) compiles nothing."""
-    assert fast_path.execution("auto", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
-    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=True)
+def test_auto_is_eager_on_cuda_and_cuda_graphs_captures(graphs, monkeypatch, tmp_path):
+    """On a CUDA tensor (mocked) ``auto``, the default, runs the eager loop (the captured path has not
+    finished a real GPU training run); ``cuda-graphs`` captures the eager loop and ``compiled``
+    compiles the step without capturing.  A training step under ``cuda-graphs`` (the stand-in
+    backend) never calls the compiler; under ``auto`` it captures nothing."""
+    assert fast_path.execution("auto", _FakeCuda()) == fast_path.EAGER
+    assert fast_path.execution("cuda-graphs", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
+    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=False)
     assert fast_path.execution("eager", _FakeCuda()) == fast_path.EAGER
-    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("auto called the compiler"))
+    assert fast_path.RecurrentImplConfig().rnn_impl == "auto"
+    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("cuda-graphs called the compiler"))
     data = dictionary_dir(tmp_path)
     cfg, model, task = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S)
     net, tgt = translation_batch(task)
     model.train()
+    model(**net)[0].sum().backward()  # auto: eager, even with graphs available
+    assert fast_path.stats()["graphs_captured"] == 0
+    set_impl(model, "graphs")
     model(**net)[0].sum().backward()
     st = fast_path.stats()
     assert st["graphs_captured"] >= 2 and st["compiles"] == 0 and st["graph_fallbacks"] == 0, st
@@ -108,18 +115,24 @@ class SyncingLayer(fast_path.FastPathMixin, nn.Module):
 
 
 def test_a_capture_that_fails_warns_once_and_runs_eagerly(graphs):
-    layer = SyncingLayer()
+    """Outside strict mode: one warning naming the variant, then eager; strict: an error."""
+    layer = set_impl(SyncingLayer(), "graphs")
     x = torch.randn(5, 2, 3)
-    with pytest.warns(UserWarning, match=r"SyncingLayer\._step could not be captured \(HostSyncError"):
+    with pytest.raises(cuda_graphs.GraphFallbackError, match=r"--graph-fallback error: the CUDA graph of "
+                       r"SyncingLayer\._step \[.*\] could not be captured \(HostSyncError"):
+        layer(x)
+    cuda_graphs.set_strict(False)
+    with pytest.warns(UserWarning, match=r"SyncingLayer\._step \[4x3, 8x4x3, 8x4; training\] could not be captured "
+                      r"\(HostSyncError"):
         (out,), _ = layer(x)
     set_impl(layer, "eager")
     (ref,), _ = layer(x)
     assert torch.equal(out, ref)
-    set_impl(layer, "auto")
+    set_impl(layer, "graphs")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         layer(x)  # no second warning
-    assert fast_path.stats()["graph_fallbacks"] == 1
+    assert fast_path.stats()["graph_fallbacks"] == 2
 
 
 def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
@@ -132,7 +145,7 @@ def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
         torch.manual_seed(0)
         layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
         x = torch.randn(5, 3, 4)
-        with pytest.warns(UserWarning, match="MultiChannelRNNLayer._step gave outputs that differ"):
+        with pytest.warns(UserWarning, match=r"MultiChannelRNNLayer\._step \[.*; training\] gave outputs that differ"):
             out = run_layer(layer, "graphs", x, None)
         ref = run_layer(layer, "eager", x, None)
         assert torch.equal(out[0], ref[0]) and assert_grads_close(ref[2], out[2], "fallback") is None
