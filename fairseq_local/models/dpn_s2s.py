@@ -307,7 +307,7 @@ class DPNDecoder(FairseqIncrementalDecoder):
 class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
     """DPN-S2S (Song et al., 2018); see the module docstring.
 
-    ``--rnn-impl`` (fast path): on CUDA (``auto`` and ``compiled``) the full forward of training and
+    ``--rnn-impl cuda-graphs`` (fast path, opt-in): on CUDA the full forward of training and
     validation (encoder, decoder, output layer: no time loop, many small kernels) runs as one CUDA
     graph per (batch, source, target) bucket (:mod:`fairseq_local.modules.cuda_graphs`): source and
     target are padded at the end (the padding mask, the positions and the causal decoder make that

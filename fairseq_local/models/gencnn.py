@@ -111,11 +111,12 @@ def beta_layer_spec(cfg) -> Optional[List[tuple]]:
 
 
 class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
-    """genCNN's body over the embedded words and the output layer.  ``--rnn-impl`` (fast path): on
-    CUDA (``auto`` and ``compiled``) the body's full pass runs as one CUDA graph per (batch, length)
-    bucket (:mod:`fairseq_local.modules.cuda_graphs`; padding the length at the end is exact, since
-    every output reads only its past) and the generation step as one per batch bucket; the body has
-    no step of its own to compile, so elsewhere it runs eagerly."""
+    """genCNN's body over the embedded words and the output layer.  ``--rnn-impl cuda-graphs`` (fast
+    path, opt-in): on CUDA the body's full pass runs as one CUDA graph per (batch, length) bucket
+    (:mod:`fairseq_local.modules.cuda_graphs`; padding the length at the end is exact, since every
+    output reads only its past) and the generation step as one per batch bucket; a variant that
+    cannot run as a graph runs eagerly on the unpadded batch.  The body has no step of its own to
+    compile, so elsewhere it runs eagerly."""
 
     def __init__(self, cfg: GenCNNConfig, dictionary):
         super().__init__(dictionary)

@@ -45,11 +45,10 @@ compiler is involved) and replays it with one launch per call:
 import collections
 import contextlib
 import math
-import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -57,6 +56,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from fairseq_local.modules.graph_variants import Pool, Variant, capturing, is_capturing, mismatch
 from fairseq_local.modules.graph_backends import (
     CudaBackend,
     HostSyncError,
@@ -132,22 +132,7 @@ class Layout(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 # capture state, strict mode, backends
 # ------------------------------------------------------------------------------------------------
-_STATE = threading.local()
 _STRICT = {"on": False}
-
-
-def is_capturing() -> bool:
-    return getattr(_STATE, "depth", 0) > 0
-
-
-@contextlib.contextmanager
-def capturing():
-    """Marks code that runs under (or exactly as under) a capture: layers take their step paths."""
-    _STATE.depth = getattr(_STATE, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _STATE.depth -= 1
 
 
 class GraphFallbackError(RuntimeError):
@@ -210,24 +195,8 @@ def use_backend(device_type: str, impl):
 # ------------------------------------------------------------------------------------------------
 # pools and variants
 # ------------------------------------------------------------------------------------------------
-class _Pool:
-    """The memory pool of one captured loop (module, loop), shared by all its variants.  ``pending``:
-    the token of a training replay whose backward has not run (its saved activations live in the
-    pool, so no other variant of the pool may replay until it has)."""
-
-    def __init__(self, owner: nn.Module, handle, peak: bool):
-        self.owner, self.handle, self.peak, self.bytes = weakref.ref(owner), handle, peak, 0
-        self.pending: Optional[weakref.ref] = None
-
-    def busy(self) -> bool:
-        return self.pending is not None and self.pending() is not None
-
-    def grow(self, nbytes: int):
-        self.bytes = max(self.bytes, nbytes) if self.peak else self.bytes + nbytes
-
-
-_LIVE: "collections.OrderedDict[tuple, _Variant]" = collections.OrderedDict()
-_POOLS: "weakref.WeakValueDictionary[tuple, _Pool]" = weakref.WeakValueDictionary()
+_LIVE: "collections.OrderedDict[tuple, Variant]" = collections.OrderedDict()
+_POOLS: "weakref.WeakValueDictionary[tuple, Pool]" = weakref.WeakValueDictionary()
 _FAILED: "weakref.WeakKeyDictionary[nn.Module, Dict[tuple, str]]" = weakref.WeakKeyDictionary()
 _SEEN: Dict[str, set] = collections.defaultdict(set)
 _ZERO = {"graphs_captured": 0, "capture_s": 0.0, "graph_fallbacks": 0, "graphs_verified": 0, "graph_evictions": 0}
@@ -263,29 +232,6 @@ def byte_budget(device: torch.device) -> Optional[int]:
     return None
 
 
-def _tolerance(dtype, low_precision: bool = False) -> float:
-    return 3e-2 if low_precision or dtype in (torch.float16, torch.bfloat16) else 1e-3
-
-
-def _mismatch(ref: Sequence, got: Sequence, low_precision: bool = False) -> Optional[str]:
-    """None if every tensor of ``got`` is within the dtype's tolerance of ``ref`` (relative to the
-    largest entry of the tensor; half precision's under autocast, whatever the tensor's dtype), else
-    a description of the worst one."""
-    for i, (a, b) in enumerate(zip(ref, got)):
-        if not isinstance(a, Tensor) or not a.is_floating_point():
-            if isinstance(a, Tensor) and not torch.equal(a, b):
-                return f"tensor {i} differs"
-            continue
-        if a.numel() == 0:
-            continue
-        a, b = a.detach().double(), b.detach().double()
-        err = (a - b).abs().max()
-        scale = a.abs().max().clamp(min=1e-6)
-        if not bool(torch.isfinite(err)) or bool(err > _tolerance(ref[i].dtype, low_precision) * scale):
-            return f"tensor {i}: max difference {float(err):.3g} at scale {float(scale):.3g}"
-    return None
-
-
 def _describe(name: str, flat: Sequence, train: bool, training: bool, autocast) -> str:
     """A variant in words: the loop, the shapes of its tensors and its mode."""
     shapes = ", ".join("x".join(map(str, a.shape)) or "scalar" for a in flat if isinstance(a, Tensor))
@@ -304,118 +250,7 @@ def _fail(owner: nn.Module, sig: tuple, label: str, why: str, strict: bool, caus
                   stacklevel=4)
 
 
-def _forward_fn(run: Callable, static_in: List, spec, device_type: str, autocast_dtype) -> Callable:
-    """The captured forward; holds the static inputs, never the variant (no reference cycle)."""
-    def forward():
-        # under autocast, without its cache of cast weights: a cached cast would be recorded into
-        # the graph and replayed after the optimizer has changed the weights
-        cast = (torch.autocast(device_type, dtype=autocast_dtype, cache_enabled=False) if autocast_dtype
-                else contextlib.nullcontext())
-        with capturing(), cast:
-            return run(*tree_unflatten(static_in, spec))
-    return forward
-
-
-def _backward_fn(diff_out: List[int], diff_in: List[Tensor], grad_out: List[Tensor]) -> Callable:
-    """The captured backward of the forward's flat outputs: the gradients of ``diff_in``; the
-    forward's saved activations are freed by it (no ``retain_graph``), back into the pool."""
-    def backward(flat_out):
-        outs = [flat_out[i] for i in diff_out]
-        if not outs:
-            return tuple(torch.zeros_like(x) for x in diff_in)
-        with capturing():
-            grads = torch.autograd.grad(outs, diff_in, grad_out, allow_unused=True)
-        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, diff_in))
-    return backward
-
-
-class _Variant:
-    """One captured loop at one set of shapes and one mode: static inputs, the forward graph and
-    (training) the backward graph, in the pool of its loop."""
-
-    def __init__(self, owner: nn.Module, label: str, run: Callable, args: List, spec, train: bool, impl, pool: _Pool):
-        self.label, self.train, self.backend, self.pool = label, train, impl, pool
-        self.owner = weakref.ref(owner)
-        self.params = [p for p in owner.parameters() if p.requires_grad] if train else []
-        # a graph reads every parameter and buffer at the address it had at capture
-        self.watched_ptrs = [t.data_ptr() for t in list(owner.parameters()) + list(owner.buffers())]
-        self.static_in = [a.detach().clone().requires_grad_(train and a.requires_grad and a.is_floating_point())
-                          if isinstance(a, Tensor) else a for a in args]
-        self.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        self.pending: Optional[weakref.ref] = None
-        self.generation = 0
-        self.check: Optional[Tuple] = None  # the first backward's eager reference
-        device = next(a.device for a in args if isinstance(a, Tensor))
-        self.autocast = torch.is_autocast_enabled(device.type)
-        forward = _forward_fn(run, self.static_in, spec, device.type,
-                              torch.get_autocast_dtype(device.type) if self.autocast else None)
-        diff_in = [self.static_in[i] for i in self.tensor_idx if self.static_in[i].requires_grad] + self.params
-        impl.warmup(_warmup_fn(forward, diff_in, train))
-        self.fwd_graph, out, grown = impl.capture(forward, pool.handle, label)
-        flat, self.out_spec = tree_flatten(out)
-        self.static_grad_out: List[Tensor] = []
-        self.static_grads: List[Tensor] = []
-        if train:
-            self.diff_out = [i for i, o in enumerate(flat) if isinstance(o, Tensor) and o.requires_grad]
-            self.static_grad_out = [torch.zeros_like(flat[i]) for i in self.diff_out]
-            backward = _backward_fn(self.diff_out, diff_in, self.static_grad_out)
-            self.bwd_graph, grads, more = impl.capture(backward, pool.handle, label, forward=self.fwd_graph, outputs=flat)
-            self.static_grads = list(grads)
-            grown += more
-        # only the static outputs stay: detached, so the forward's autograd graph (and on CUDA its
-        # saved activations, back in the pool for the next capture) is gone
-        self.out_grad = [isinstance(o, Tensor) and o.requires_grad for o in flat]
-        self.static_out = [o.detach() if isinstance(o, Tensor) else o for o in flat]
-        pool.grow(grown)
-        self.own_bytes = sum(t.untyped_storage().nbytes() for t in self.static_in + self.static_grad_out
-                             if isinstance(t, Tensor))
-
-    def stale(self) -> bool:
-        """Whether a parameter or buffer of the module has new storage (``model.to``, ``p.data = ...``,
-        a buffer reassigned): the graph would read the old address."""
-        watched = list(self.owner().parameters()) + list(self.owner().buffers())
-        return len(watched) != len(self.watched_ptrs) or any(
-            t.data_ptr() != q for t, q in zip(watched, self.watched_ptrs))
-
-    def owned(self) -> List[Tensor]:
-        """What a replay may read besides what it makes: static inputs, parameters and buffers."""
-        owner = self.owner()
-        return ([t for t in self.static_in + self.static_grad_out if isinstance(t, Tensor)]
-                + list(owner.parameters()) + list(owner.buffers()))
-
-    def replay(self, tensors: Sequence[Tensor]) -> List[Tensor]:
-        with torch.no_grad():
-            for i, t in zip(self.tensor_idx, tensors):
-                s = self.static_in[i]
-                if s.data_ptr() != t.data_ptr() or s.stride() != t.stride():
-                    s.copy_(t)
-        self.backend.replay(self.fwd_graph, self.static_out, self.owned(), self.label)
-        self.generation += 1
-        return [o.detach().clone() if isinstance(o, Tensor) else o for o in self.static_out]
-
-    def replay_backward(self, grads: Sequence[Optional[Tensor]]) -> List[Tensor]:
-        with torch.no_grad():
-            for k, i in enumerate(self.diff_out):
-                g = grads[i]
-                if g is None:
-                    self.static_grad_out[k].zero_()
-                else:
-                    self.static_grad_out[k].copy_(g)
-        self.backend.replay(self.bwd_graph, self.static_grads, self.owned(), self.label)
-        return [g.clone() for g in self.static_grads]
-
-
-def _warmup_fn(forward: Callable, diff_in: List[Tensor], train: bool) -> Callable:
-    """The eager runs before a capture: the forward, and in training its backward (gradients one)."""
-    def warmup():
-        flat = tree_flatten(forward())[0]
-        if train:
-            idx = [i for i, o in enumerate(flat) if isinstance(o, Tensor) and o.requires_grad]
-            _backward_fn(idx, diff_in, [torch.ones_like(flat[i]) for i in idx])(flat)
-    return warmup
-
-
-def _release(v: _Variant):
+def _release(v: Variant):
     """A variant leaves: its static buffers are released (the stand-in poisons them)."""
     v.backend.release([t for t in v.static_in + v.static_out + v.static_grad_out + v.static_grads
                        if isinstance(t, Tensor)])
@@ -442,7 +277,7 @@ class _Replay(torch.autograd.Function):
     """A training variant's forward replay, whose backward replays its backward graph."""
 
     @staticmethod
-    def forward(ctx, variant: "_Variant", n_inputs: int, *tensors):
+    def forward(ctx, variant: "Variant", n_inputs: int, *tensors):
         outs = variant.replay(tensors[:n_inputs])
         ctx.variant, ctx.generation = variant, variant.generation
         ctx.token = _Token()
@@ -453,7 +288,7 @@ class _Replay(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads):
-        v: _Variant = ctx.variant
+        v: Variant = ctx.variant
         if v.generation != ctx.generation:
             raise RuntimeError(f"--rnn-impl: backward through the CUDA graph of {v.label} after it was replayed "
                                "again (a second backward of an old step); use --rnn-impl eager")
@@ -467,14 +302,14 @@ class _Replay(torch.autograd.Function):
         return (None, None, *per_input, *it)
 
 
-def _check_backward(v: _Variant, grads, got):
+def _check_backward(v: Variant, grads, got):
     eager_out, eager_in, sig, strict = v.check
     v.check = None
     outs = [o for o in eager_out if isinstance(o, Tensor) and o.requires_grad]
     grad_out = [torch.zeros_like(v.static_out[i]) if grads[i] is None else grads[i] for i in v.diff_out]
     ref = torch.autograd.grad(outs, eager_in + v.params, grad_out, allow_unused=True)
     ref = [torch.zeros_like(x) if g is None else g for g, x in zip(ref, eager_in + v.params)]
-    bad = _mismatch(ref, got, v.autocast)
+    bad = mismatch(ref, got, v.autocast)
     if bad is None:
         return got
     _discard(v)
@@ -482,7 +317,7 @@ def _check_backward(v: _Variant, grads, got):
     return ref  # exact: the padded positions of the eager loop are masked
 
 
-def _discard(v: _Variant):
+def _discard(v: Variant):
     for key, live in list(_LIVE.items()):
         if live is v:
             _release(_LIVE.pop(key))
@@ -493,10 +328,10 @@ def _signature(args) -> tuple:
                  for a in args)
 
 
-def _pool(owner: nn.Module, name: str, impl) -> _Pool:
+def _pool(owner: nn.Module, name: str, impl) -> Pool:
     pool = _POOLS.get((id(owner), name))
     if pool is None or pool.owner() is not owner:
-        pool = _POOLS[(id(owner), name)] = _Pool(owner, impl.new_pool(), getattr(impl, "PEAK_BYTES", False))
+        pool = _POOLS[(id(owner), name)] = Pool(owner, impl.new_pool(), getattr(impl, "PEAK_BYTES", False))
     return pool
 
 
@@ -530,7 +365,7 @@ def call(owner: nn.Module, fn: Callable, args: tuple, name: str, strict: bool = 
     start = time.perf_counter()
     if first:
         try:
-            variant = _Variant(owner, label, fn, flat, spec, train, impl, pool)
+            variant = Variant(owner, label, fn, flat, spec, train, impl, pool)
         except Exception as e:  # noqa: BLE001  (any capture failure: the eager loop is always there)
             _fail(owner, sig, label, f"could not be captured ({_first_line(e)})", strict, e)
             return None
@@ -563,7 +398,7 @@ def _rng_state(device):
     return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
 
 
-def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train, sig, strict):
+def _check_forward(v: Variant, fn, flat, spec, outs, rng, device, train, sig, strict):
     """The first replay against the eager loop from the same inputs and random state; None (after
     :func:`_fail`) when they differ."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -579,7 +414,7 @@ def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train, sig, s
         else:
             with torch.no_grad(), capturing():
                 ref = tree_flatten(fn(*tree_unflatten(list(flat), spec)))[0]
-    bad = _mismatch(ref, outs, v.autocast)
+    bad = mismatch(ref, outs, v.autocast)
     if bad is None:
         _STATS["graphs_verified"] += 1
         if train:

@@ -77,14 +77,17 @@ def _storage(t: Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
+_OWN_FILES = ("graph_backends.py", "graph_variants.py", "cuda_graphs.py")
+
+
 def _caller() -> str:
     """The innermost frame of the plugin's code (or of the tests) on the stack."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if "fairseq_local" in path or "/tests/" in path:
-            if not path.endswith(("graph_backends.py", "cuda_graphs.py")):
-                return f"{path.rsplit('/', 1)[-1]}:{frame.f_lineno} in {frame.f_code.co_name}"
+        base = path.rsplit("/", 1)[-1]
+        if ("fairseq_local" in path or "/tests/" in path) and base not in _OWN_FILES:
+            return f"{base}:{frame.f_lineno} in {frame.f_code.co_name}"
         frame = frame.f_back
     return "unknown code"
 
@@ -127,6 +130,8 @@ class CudaBackend:
     """Stream capture and replay with ``torch.cuda.CUDAGraph``."""
 
     CAPTURE_ERROR_MODE = "thread_local"
+    PEAK_BYTES = False  # a capture reports how much the pool grew
+    CHECKS_OWNERSHIP = False
 
     def new_pool(self):
         return torch.cuda.graph_pool_handle()
@@ -186,6 +191,9 @@ class StandInGraph:
 class ReplayBackend:
     """A CUDA graph's contract without CUDA (see the module doc).  ``corrupt`` (tests) alters the
     replayed outputs, as a faulty graph would."""
+
+    PEAK_BYTES = True  # a capture reports all it allocated; the pool holds the largest capture's
+    CHECKS_OWNERSHIP = True  # a replay gets what it may read besides what it makes
 
     def __init__(self, corrupt: Optional[Callable[[List[Tensor]], None]] = None):
         self.corrupt = corrupt
