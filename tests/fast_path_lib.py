@@ -23,16 +23,17 @@ def _single_thread():
 
 @pytest.fixture
 def graphs():
-    """The CUDA-graph path on CPU: ``auto`` captures CPU loops with the stand-in backend (the
-    counters of ``fast_path.stats`` start from zero)."""
+    """The CUDA-graph path on CPU, strict: ``cuda-graphs`` captures CPU loops with the stand-in
+    backend, and any capture failure or mismatch with eager is an error, so a test passes only when
+    its graphs really ran (the counters of ``fast_path.stats`` start from zero)."""
     fast_path.reset()
-    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()) as backend:
+    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()) as backend, cuda_graphs.strict_mode():
         yield backend
 
 
 def set_impl(module, impl):
-    """``graphs`` is ``auto`` (with the ``graphs`` fixture installed)."""
-    return fast_path.set_rnn_impl(module, "auto" if impl == "graphs" else impl)
+    """``graphs`` is ``cuda-graphs`` (with the ``graphs`` fixture installed)."""
+    return fast_path.set_rnn_impl(module, "cuda-graphs" if impl == "graphs" else impl)
 
 
 def assert_close(a, b, what, rtol=1e-5, scale=None):

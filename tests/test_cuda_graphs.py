@@ -1,15 +1,21 @@
-"""The CUDA-graph side of the fast path (fairseq_local/modules/cuda_graphs.py), on CPU.
+"""The CUDA-graph side of the fast path (fairseq_local/modules/cuda_graphs.py, graph_variants.py), on CPU.
 
-CI has no GPU, so ``cuda_graphs.ReplayBackend`` stands in for the graphs (the ``graphs`` fixture):
-it records each "capture" under ``NoHostSync``, which fails on any host synchronisation, and
-"replays" into the same static buffers.  Checked here: padding to buckets and the variants it
-makes; ``auto`` captures and never compiles; the first-call check that falls back to eager with one
-warning (a replay or a gradient that differs), a capture that fails, a second forward before a
-backward, parameters whose storage is replaced, training over optimizer steps, autocast, the bound
-on live graphs; and genCNN's and DPN-S2S's whole-model graphs == eager.  The real CUDA graphs are
-checked on a GPU by ``scripts/gpu/check_install.py --fast-path``.
+CI has no GPU, so ``cuda_graphs.ReplayBackend`` stands in for the graphs (the ``graphs`` fixture, in
+strict mode: a capture failure or a mismatch is an error): it records each "capture" under
+``NoHostSync``, which fails on any host synchronisation, "replays" into the same static buffers,
+and fails on a replay that reads a tensor its graph does not own (tests/test_graph_backends.py).
+Checked here: ``auto`` is eager on CUDA and ``cuda-graphs`` captures, never compiling; padding to
+buckets and the variants it makes; the first-call check that falls back to eager with one warning
+(a replay or a gradient that differs, a capture that fails), per variant and on the unpadded
+inputs, or raises in strict mode; a second forward before a backward, parameters whose storage is
+replaced, training over optimizer steps, autocast; memory: one pool per loop, the count and byte
+bounds, an evicted variant freed with the garbage collector off; genCNN's and DPN-S2S's
+whole-model graphs == eager.  The real CUDA graphs are checked on a GPU by
+``scripts/gpu/check_install.py --fast-path``.
 """
+import gc
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -59,17 +65,24 @@ def test_graph_variants_are_the_padded_shapes(graphs):
     assert st["graphs_captured"] == 3 and st["graphs_live"] == 3, st
 
 
-def test_auto_captures_and_never_compiles(graphs, monkeypatch, tmp_path):
-    """``auto`` on a CUDA tensor (mocked) captures the eager loop; it never calls the compiler: a
-    training step of a small model under ``auto`` (the stand-in backend) compiles nothing."""
-    assert fast_path.execution("auto", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
-    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=True)
+def test_auto_is_eager_on_cuda_and_cuda_graphs_captures(graphs, monkeypatch, tmp_path):
+    """On a CUDA tensor (mocked) ``auto``, the default, runs the eager loop (the captured path has not
+    finished a real GPU training run); ``cuda-graphs`` captures the eager loop and ``compiled``
+    compiles the step without capturing.  A training step under ``cuda-graphs`` (the stand-in
+    backend) never calls the compiler; under ``auto`` it captures nothing."""
+    assert fast_path.execution("auto", _FakeCuda()) == fast_path.EAGER
+    assert fast_path.execution("cuda-graphs", _FakeCuda()) == fast_path.Execution(compiled=False, graphs=True)
+    assert fast_path.execution("compiled", _FakeCuda()) == fast_path.Execution(compiled=True, graphs=False)
     assert fast_path.execution("eager", _FakeCuda()) == fast_path.EAGER
-    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("auto called the compiler"))
+    assert fast_path.RecurrentImplConfig().rnn_impl == "auto"
+    monkeypatch.setattr(fast_path, "compiled_step", lambda *a: pytest.fail("cuda-graphs called the compiler"))
     data = dictionary_dir(tmp_path)
     cfg, model, task = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S)
     net, tgt = translation_batch(task)
     model.train()
+    model(**net)[0].sum().backward()  # auto: eager, even with graphs available
+    assert fast_path.stats()["graphs_captured"] == 0
+    set_impl(model, "graphs")
     model(**net)[0].sum().backward()
     st = fast_path.stats()
     assert st["graphs_captured"] >= 2 and st["compiles"] == 0 and st["graph_fallbacks"] == 0, st
@@ -108,18 +121,24 @@ class SyncingLayer(fast_path.FastPathMixin, nn.Module):
 
 
 def test_a_capture_that_fails_warns_once_and_runs_eagerly(graphs):
-    layer = SyncingLayer()
+    """Outside strict mode: one warning naming the variant, then eager; strict: an error."""
+    layer = set_impl(SyncingLayer(), "graphs")
     x = torch.randn(5, 2, 3)
-    with pytest.warns(UserWarning, match=r"SyncingLayer\._step could not be captured \(HostSyncError"):
+    with pytest.raises(cuda_graphs.GraphFallbackError, match=r"--graph-fallback error: the CUDA graph of "
+                       r"SyncingLayer\._step \[.*\] could not be captured \(HostSyncError"):
+        layer(x)
+    cuda_graphs.set_strict(False)
+    with pytest.warns(UserWarning, match=r"SyncingLayer\._step \[4x3, 8x4x3, 8x4; training\] could not be captured "
+                      r"\(HostSyncError"):
         (out,), _ = layer(x)
     set_impl(layer, "eager")
     (ref,), _ = layer(x)
     assert torch.equal(out, ref)
-    set_impl(layer, "auto")
+    set_impl(layer, "graphs")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         layer(x)  # no second warning
-    assert fast_path.stats()["graph_fallbacks"] == 1
+    assert fast_path.stats()["graph_fallbacks"] == 2
 
 
 def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
@@ -132,7 +151,7 @@ def test_a_replay_that_differs_from_eager_falls_back_with_one_warning():
         torch.manual_seed(0)
         layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
         x = torch.randn(5, 3, 4)
-        with pytest.warns(UserWarning, match="MultiChannelRNNLayer._step gave outputs that differ"):
+        with pytest.warns(UserWarning, match=r"MultiChannelRNNLayer\._step \[.*; training\] gave outputs that differ"):
             out = run_layer(layer, "graphs", x, None)
         ref = run_layer(layer, "eager", x, None)
         assert torch.equal(out[0], ref[0]) and assert_grads_close(ref[2], out[2], "fallback") is None
@@ -321,3 +340,189 @@ def test_a_buffer_with_new_storage_is_captured_again(graphs):
         set_impl(layer, "eager")
         assert torch.equal(second, layer(x)) and not torch.equal(first, second)
     assert fast_path.stats()["graphs_captured"] == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# memory: one pool per loop, a byte budget, eviction without garbage collection
+# ------------------------------------------------------------------------------------------------
+def train_call(layer, T, B=3, seed=0):
+    """One training forward + backward of ``layer`` at (T, B); returns the output and the grads."""
+    x = torch.randn(T, B, 4, generator=torch.Generator().manual_seed(seed))
+    return run_layer(layer, "graphs", x, padding(T, B, "left"))
+
+
+def test_an_evicted_variant_is_gone_without_garbage_collection(graphs, monkeypatch):
+    """With the garbage collector off, a variant pushed out by the count cap is freed at once (no
+    reference cycle), its static buffers are poisoned, and its pool lives on while another variant
+    of the loop uses it; when the last one goes, the pool goes too."""
+    monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 1)
+    torch.manual_seed(0)
+    layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
+    gc.collect()
+    gc.disable()
+    try:
+        train_call(layer, 5)
+        (first,) = cuda_graphs._LIVE.values()
+        static = next(t for t in first.static_in if isinstance(t, torch.Tensor) and t.is_floating_point())
+        variant, pool = weakref.ref(first), weakref.ref(first.pool)
+        del first
+        assert variant() is not None and torch.isfinite(static).all()
+        train_call(layer, 9)  # another time bucket: a second variant, the first is evicted
+        assert variant() is None, gc.get_referrers(variant())
+        assert torch.isnan(static).all()  # poisoned: a read of the released buffer shows
+        assert pool() is not None and fast_path.stats()["graph_evictions"] == 1
+        (second,) = cuda_graphs._LIVE.values()
+        assert second.pool is pool()  # the loop's variants share its pool
+        del second
+        cuda_graphs.reset()
+        assert pool() is None
+    finally:
+        gc.enable()
+
+
+def test_variants_of_a_loop_share_a_pool_and_bytes_are_budgeted(graphs, monkeypatch):
+    """Two shapes of one layer hold one pool (the larger capture's bytes, not the sum); two layers
+    hold two.  ``graph_bytes`` is what the live variants hold, and a byte budget evicts the least
+    recently used variants until they fit."""
+    torch.manual_seed(0)
+    a, b = MultiChannelRNNLayer(4, 6, 2, cell="gru"), MultiChannelRNNLayer(4, 6, 2, cell="gru")
+    alone = {}
+    for T in (5, 30):
+        cuda_graphs.reset()
+        train_call(a, T)
+        alone[T] = fast_path.stats()["graph_bytes"]
+    cuda_graphs.reset()
+    train_call(a, 5)
+    train_call(a, 30)
+    both = fast_path.stats()["graph_bytes"]
+    assert 0 < max(alone.values()) < both < sum(alone.values()), (alone, both)
+    live = list(cuda_graphs._LIVE.values())
+    assert live[0].pool is live[1].pool
+    assert both == live[0].pool.bytes + live[0].own_bytes + live[1].own_bytes
+    train_call(b, 5)
+    three = fast_path.stats()
+    assert three["graphs_live"] == 3 and three["graph_bytes"] > both and three["graph_evictions"] == 0
+    monkeypatch.setattr(cuda_graphs, "MAX_GRAPH_BYTES", three["graph_bytes"] - 1)
+    train_call(b, 30)
+    st = fast_path.stats()
+    assert st["graph_bytes"] <= cuda_graphs.MAX_GRAPH_BYTES and st["graph_evictions"] >= 1, st
+    assert st["variants"] == {"MultiChannelRNNLayer._step": 4}, st
+
+
+def test_a_pending_backward_makes_the_other_variants_of_its_loop_run_eagerly(graphs):
+    """A training replay's activations stay in the loop's pool until its backward: a forward of
+    another variant of the loop in between runs eagerly (captures nothing); the gradients equal
+    eager's, and after the backward that variant is captured."""
+    torch.manual_seed(0)
+    layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
+    xa, xb = torch.randn(5, 3, 4), torch.randn(9, 3, 4)
+    grads = {}
+    for impl in ("eager", "graphs"):
+        set_impl(layer, impl)
+        layer.zero_grad(set_to_none=True)
+        loss = layer(xa, None, None)[0].pow(2).sum() + layer(xb, None, None)[0].pow(2).sum()
+        if impl == "graphs":
+            assert fast_path.stats()["graphs_captured"] == 1
+        loss.backward()
+        grads[impl] = {n: p.grad.clone() for n, p in layer.named_parameters()}
+    assert_grads_close(grads["eager"], grads["graphs"], "two forwards before one backward")
+    train_call(layer, 9)
+    assert fast_path.stats()["graphs_captured"] == 2
+
+
+def test_the_stand_in_fails_a_backward_whose_pool_another_variant_overwrote(graphs, monkeypatch):
+    """Without the rule above (the pool never counts as busy) the stand-in fails as a GPU would: the
+    second variant's forward replay overwrites the first one's saved activations."""
+    torch.manual_seed(0)
+    layer = set_impl(MultiChannelRNNLayer(4, 6, 2, cell="gru"), "graphs")
+    train_call(layer, 5)
+    train_call(layer, 9)
+    monkeypatch.setattr(cuda_graphs.Pool, "busy", lambda self: False)
+    loss = layer(torch.randn(5, 3, 4), None, None)[0].sum() + layer(torch.randn(9, 3, 4), None, None)[0].sum()
+    with pytest.raises(cuda_graphs.PoolError, match=r"the backward graph of MultiChannelRNNLayer\._step \[.*\] "
+                       r"replayed after another graph of its memory pool replayed its forward"):
+        loss.backward()
+
+
+# ------------------------------------------------------------------------------------------------
+# fallbacks: per variant, to the unpadded loop; strict mode
+# ------------------------------------------------------------------------------------------------
+class WideSyncLayer(fast_path.FastPathMixin, nn.Module):
+    """Synchronises with the host only for batches of more than 4 rows (so only their variants
+    cannot be captured); records the batch size every step sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+        self.seen = []
+
+    def forward(self, x):
+        return fast_path.scan(self, "_step", (x.new_zeros(x.size(1), 3),), (x,), None)[0][0]
+
+    def _step(self, carry, x, valid, consts):
+        self.seen.append(x[0].size(0))
+        h = carry[0] * 0.5 + x[0] * self.w
+        if x[0].size(0) > 4 and float(h.sum()) > 1e9:
+            h = h * 0
+        return (h,), (h,)
+
+
+def test_a_fallback_is_per_variant_and_runs_the_unpadded_loop(graphs):
+    """The variant of batch bucket 6 cannot be captured: one warning naming it, then the eager loop
+    on the unpadded batch of 5 (not 6); the variant of batch bucket 4 of the same loop keeps its
+    graph.  In strict mode the same failure is an error."""
+    cuda_graphs.set_strict(False)
+    layer = set_impl(WideSyncLayer(), "graphs")
+    with torch.no_grad():
+        small, wide = torch.randn(5, 3, 3), torch.randn(5, 5, 3)
+        layer(small)
+        with pytest.warns(UserWarning, match=r"WideSyncLayer\._step \[6x3, 8x6x3, 8x6; no grad\] could not be "
+                          r"captured \(HostSyncError: _local_scalar_dense"):
+            layer.seen.clear()
+            out = layer(wide)
+        assert layer.seen[-5:] == [5] * 5  # the fallback: 5 steps of the unpadded batch
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            layer.seen.clear()
+            again = layer(wide)
+            assert layer.seen == [5] * 5 and torch.equal(out, again)
+            layer.seen.clear()
+            layer(small)
+            assert layer.seen == [4] * 8  # the graph (the stand-in re-runs it): padded to T 8, B 4
+        set_impl(layer, "eager")
+        assert torch.equal(out, layer(wide))
+    st = fast_path.stats()
+    assert st["graphs_live"] == 1 and st["graph_fallbacks"] == 1, st
+    cuda_graphs.set_strict(True)
+    cuda_graphs.reset()
+    with pytest.raises(cuda_graphs.GraphFallbackError, match=r"WideSyncLayer\._step \[6x3, 8x6x3, 8x6; no grad\]"):
+        with torch.no_grad():
+            set_impl(layer, "graphs")(wide)
+
+
+@pytest.mark.parametrize("how", ["strict_mode", "--graph-fallback error"])
+def test_model_graph_tests_fail_when_captures_fail(graphs, monkeypatch, tmp_path, how):
+    """The model-level graph tests run strict: with every capture failing, a training step of a
+    translation model under ``cuda-graphs`` raises instead of quietly running eager.  The model
+    option ``--graph-fallback error`` does the same without the global switch; ``warn`` falls back
+    with a warning and the eager result."""
+    def broken(self, fn, pool, name, forward=None, outputs=None):
+        raise RuntimeError("capture refused")
+
+    monkeypatch.setattr(cuda_graphs.ReplayBackend, "capture", broken)
+    data = dictionary_dir(tmp_path)
+    extra = ["--rnn-impl", "cuda-graphs"]
+    if how != "strict_mode":
+        cuda_graphs.set_strict(False)
+        extra += ["--graph-fallback", "error"]
+    cfg, model, task = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S + extra)
+    assert {m.graph_fallback for m in model.modules() if isinstance(m, fast_path.FastPathMixin)} == \
+        {"warn" if how == "strict_mode" else "error"}
+    net, _ = translation_batch(task)
+    with pytest.raises(cuda_graphs.GraphFallbackError, match=r"could not be captured \(RuntimeError: capture refused"):
+        model(**net)[0].sum().backward()
+    if how != "strict_mode":
+        fast_path.set_rnn_impl(model, "cuda-graphs", "warn")
+        with pytest.warns(UserWarning, match="capture refused"):
+            out = model(**net)[0]
+        assert torch.equal(out, set_impl(model, "eager")(**net)[0])

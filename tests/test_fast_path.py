@@ -2,8 +2,8 @@
 
 Two fast executions of the same step code, each checked against the eager loop: ``compiled`` (the
 step compiled once by torch.compile, inductor on CPU, batch dynamic) and the CUDA-graph path
-(``auto`` on CUDA; here ``cuda_graphs.ReplayBackend`` stands in for the graphs, whose machinery
-tests/test_cuda_graphs.py checks).  Outputs, states and every gradient within 1e-5 relative for
+(``cuda-graphs`` on CUDA; here ``cuda_graphs.ReplayBackend`` stands in for the graphs, in strict
+mode, whose machinery tests/test_cuda_graphs.py checks).  Outputs, states and every gradient within 1e-5 relative for
 every family's layer (captures under ``NoHostSync``: nothing in a loop synchronises with the host),
 the lattice GRU, a translation model's training step, incremental decoding, beam search and the LM
 decoder's step; checkpoints under either implementation.
@@ -288,29 +288,40 @@ def test_a_real_epoch_compiles_nothing_after_two_shapes(shared_data, counting, t
 
 
 def test_option_parses_and_auto_resolves(tmp_path):
-    """--rnn-impl is an option of every recurrent model (one shared dataclass field) and is set on
-    every layer and decoder; auto is eager on CPU (the CPU path is unchanged); no parameter or buffer
-    depends on it."""
+    """--rnn-impl and --graph-fallback are options of every recurrent model (shared dataclass fields)
+    and are set on every layer and decoder; auto is eager on CPU (and on CUDA); no parameter or
+    buffer depends on them."""
     data = dictionary_dir(tmp_path)
     for model_name in RECURRENT_MODELS:
         task = "language_modeling" if model_name.endswith("_lm") else (
             "lattice_translation" if model_name.startswith("lattice") else "translation")
         args = parse(data, task, model_name, ["--rnn-impl", "compiled"])
         assert args.rnn_impl == "compiled", model_name
+        args = parse(data, task, model_name, ["--rnn-impl", "cuda-graphs", "--graph-fallback", "error"])
+        assert (args.rnn_impl, args.graph_fallback) == ("cuda-graphs", "error"), model_name
         assert getattr(parse(data, task, model_name, []), "rnn_impl", None) in (None, "auto"), model_name
     with pytest.raises(SystemExit):
         parse(data, "translation", "mc_rnn", ["--rnn-impl", "fast"])
-    with pytest.raises(ValueError, match="--rnn-impl must be one of auto, eager, compiled"):
+    with pytest.raises(SystemExit):
+        parse(data, "translation", "mc_rnn", ["--graph-fallback", "maybe"])
+    with pytest.raises(ValueError, match="--rnn-impl must be one of auto, eager, compiled, cuda-graphs"):
         fast_path.check_rnn_impl("fast")
+    with pytest.raises(ValueError, match=r"--graph-fallback must be one of warn, error \(got 'maybe'\)"):
+        fast_path.check_graph_fallback("maybe")
     cpu = torch.zeros(1)
     assert fast_path.execution("auto", cpu) == fast_path.EAGER
+    assert fast_path.execution("cuda-graphs", cpu) == fast_path.EAGER  # no CUDA, no stand-in installed
     assert fast_path.execution("compiled", cpu) == fast_path.Execution(compiled=True, graphs=False)
     assert fast_path.execution("auto", torch.empty(1, device="meta")) == fast_path.EAGER
     models = {impl: build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S + ["--rnn-impl", impl])[1]
               for impl in ("eager", "compiled")}
     default = build(data, "language_modeling", "mc_rnn_lm", ["--decoder-embed-dim", "6", "--decoder-hidden-size", "6"])
     assert {m.rnn_impl for m in default[1].modules() if isinstance(m, fast_path.FastPathMixin)} == {"auto"}
-    assert default[0].model.rnn_impl == "auto"
+    assert default[0].model.rnn_impl == "auto" and default[0].model.graph_fallback == "warn"
+    strict = build(data, "translation", "mc_rnn_iwslt_de_en_2", TINY_S2S + ["--rnn-impl", "cuda-graphs",
+                                                                              "--graph-fallback", "error"])[1]
+    assert {(m.rnn_impl, m.strict_graphs) for m in strict.modules() if isinstance(m, fast_path.FastPathMixin)} == \
+        {("cuda-graphs", True)}
     impls = {m.rnn_impl for m in models["compiled"].modules() if isinstance(m, fast_path.FastPathMixin)}
     kinds = {type(m).__name__ for m in models["compiled"].modules() if isinstance(m, fast_path.FastPathMixin)}
     assert impls == {"compiled"} and kinds == {"MultiChannelRNNLayer", "RecurrentAttentionDecoder"}

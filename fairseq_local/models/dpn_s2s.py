@@ -38,11 +38,11 @@ from fairseq_local.modules.fast_path import (
     FastPathMixin,
     RecurrentImplConfig,
     active_mask,
+    apply_impl_config,
     batch_bucket,
     in_trace,
     length_bucket,
     pad_dim,
-    set_rnn_impl,
 )
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
 
@@ -307,7 +307,7 @@ class DPNDecoder(FairseqIncrementalDecoder):
 class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
     """DPN-S2S (Song et al., 2018); see the module docstring.
 
-    ``--rnn-impl`` (fast path): on CUDA (``auto`` and ``compiled``) the full forward of training and
+    ``--rnn-impl cuda-graphs`` (fast path, opt-in): on CUDA the full forward of training and
     validation (encoder, decoder, output layer: no time loop, many small kernels) runs as one CUDA
     graph per (batch, source, target) bucket (:mod:`fairseq_local.modules.cuda_graphs`): source and
     target are padded at the end (the padding mask, the positions and the causal decoder make that
@@ -324,8 +324,10 @@ class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
         Bp = batch_bucket(B)
         src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, length_bucket(S), self.encoder.dictionary.pad()), Bp)
         prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, length_bucket(T), self.decoder.dictionary.pad()), Bp)
-        (logits,) = cuda_graphs.call(self, self._logits, (src, prev), "DPNS2SModel.forward")
-        return logits[:B, :T], {"attn": [None], "flows": {}, "output_gate": None}
+        got = cuda_graphs.call(self, self._logits, (src, prev), "DPNS2SModel.forward", strict=self.strict_graphs)
+        if got is None:  # this variant runs eagerly, on the unpadded inputs
+            return super().forward(src_tokens, src_lengths, prev_output_tokens)
+        return got[0][:B, :T], {"attn": [None], "flows": {}, "output_gate": None}
 
     def _logits(self, src_tokens, prev_output_tokens):
         return (super().forward(src_tokens, None, prev_output_tokens)[0],)
@@ -348,7 +350,7 @@ class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
             dec_emb = _embedding(len(tgt_dict), cfg.decoder_embed_dim, tgt_dict.pad(), cfg.scale_embedding)
         encoder = DPNEncoder(cfg, src_dict, enc_emb)
         decoder = DPNDecoder(cfg, tgt_dict, dec_emb, encoder.paths)
-        return set_rnn_impl(cls(encoder, decoder), getattr(cfg, "rnn_impl", "auto"))
+        return apply_impl_config(cls(encoder, decoder), cfg)
 
     def force_gates(self, cnn_context=None, san_context=None, output=None):
         """Pin the decoder's gates (None leaves a gate learned)."""

@@ -44,10 +44,10 @@ from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.fast_path import (
     FastPathMixin,
     RecurrentImplConfig,
+    apply_impl_config,
     batch_bucket,
     length_bucket,
     pad_dim,
-    set_rnn_impl,
 )
 from fairseq_local.modules.gencnn_layers import GenCNNBody, get_activation, parse_layers
 
@@ -111,11 +111,12 @@ def beta_layer_spec(cfg) -> Optional[List[tuple]]:
 
 
 class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
-    """genCNN's body over the embedded words and the output layer.  ``--rnn-impl`` (fast path): on
-    CUDA (``auto`` and ``compiled``) the body's full pass runs as one CUDA graph per (batch, length)
-    bucket (:mod:`fairseq_local.modules.cuda_graphs`; padding the length at the end is exact, since
-    every output reads only its past) and the generation step as one per batch bucket; the body has
-    no step of its own to compile, so elsewhere it runs eagerly."""
+    """genCNN's body over the embedded words and the output layer.  ``--rnn-impl cuda-graphs`` (fast
+    path, opt-in): on CUDA the body's full pass runs as one CUDA graph per (batch, length) bucket
+    (:mod:`fairseq_local.modules.cuda_graphs`; padding the length at the end is exact, since every
+    output reads only its past) and the generation step as one per batch bucket; a variant that
+    cannot run as a graph runs eagerly on the unpadded batch.  The body has no step of its own to
+    compile, so elsewhere it runs eagerly."""
 
     def __init__(self, cfg: GenCNNConfig, dictionary):
         super().__init__(dictionary)
@@ -189,7 +190,10 @@ class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
         Bp, Tp = batch_bucket(B), length_bucket(T)
         emb = pad_dim(pad_dim(emb, 1, Tp), 0, Bp)
         nonpad = pad_dim(pad_dim(nonpad, 1, Tp, False), 0, Bp, False)
-        x, S = cuda_graphs.call(self.body, self.body, (emb, nonpad), "GenCNNBody.forward")
+        got = cuda_graphs.call(self.body, self.body, (emb, nonpad), "GenCNNBody.forward", strict=self.strict_graphs)
+        if got is None:  # this variant runs eagerly, on the unpadded inputs
+            return self.body(emb[:B, :T], nonpad[:B, :T])
+        x, S = got
         return x[:B, :T], S[:B, :max(T - self.body.L_alpha, 0)]
 
     def _step(self, emb: Tensor, s_buf: Tensor, hist: Tensor, nonpad_e: Tensor):
@@ -200,8 +204,10 @@ class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
         Bp = batch_bucket(B)
         args = (pad_dim(emb, 0, Bp), pad_dim(s_buf, 0, Bp), pad_dim(hist, 0, Bp, False),
                 pad_dim(nonpad_e, 0, Bp, False))
-        feat, s_buf, hist = cuda_graphs.call(self.body, self.body.step, args, "GenCNNBody.step")
-        return feat[:B], s_buf[:B], hist[:B]
+        got = cuda_graphs.call(self.body, self.body.step, args, "GenCNNBody.step", strict=self.strict_graphs)
+        if got is None:
+            return self.body.step(emb, s_buf, hist, nonpad_e)
+        return tuple(t[:B] for t in got)
 
     def _state_from_full(self, tokens: Tensor, nonpad: Tensor, S: Tensor) -> Dict[str, Optional[Tensor]]:
         """Incremental state after reading ``tokens`` (B, T) in one full pass (S from it)."""
@@ -237,7 +243,7 @@ class GenCNNLanguageModel(FairseqLanguageModel):
         check_sizes(cfg, GenCNNConfig, allow_zero=("beta_length",))
         check_options(cfg, len(task.target_dictionary))
         try:
-            decoder = set_rnn_impl(GenCNNDecoder(cfg, task.target_dictionary), getattr(cfg, "rnn_impl", "auto"))
+            decoder = apply_impl_config(GenCNNDecoder(cfg, task.target_dictionary), cfg)
         except ValueError as err:  # a window too short for its layers (GatedConvStack)
             short = _window_error(cfg, str(err))
             if short is None:

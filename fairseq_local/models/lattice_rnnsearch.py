@@ -18,7 +18,7 @@ from fairseq.modules import FairseqDropout
 from fairseq.tasks import TASK_REGISTRY, FairseqTask
 
 from fairseq_local.models.rnnsearch import RNNSearchConfig  # registers ``rnnsearch`` before our archs
-from fairseq_local.modules.fast_path import set_rnn_impl
+from fairseq_local.modules.fast_path import apply_impl_config
 from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeGRU
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
@@ -119,7 +119,7 @@ class LatticeRNNSearchModel(FairseqEncoderDecoderModel):
             dropout_out=opt(cfg.decoder_dropout_out), out_embed_dim=cfg.decoder_out_embed_dim,
             share_input_output_embed=cfg.share_decoder_input_output_embed,
             max_positions=cfg.max_target_positions)
-        return set_rnn_impl(cls(encoder, decoder), cfg.rnn_impl)
+        return apply_impl_config(cls(encoder, decoder), cfg)
 
 
 # Su et al. 2017, Setup: embeddings 320, hidden 512, one bidirectional GRU encoder layer and a GRU

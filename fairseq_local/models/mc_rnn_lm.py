@@ -27,7 +27,7 @@ from fairseq.models import FairseqLanguageModel, register_model, register_model_
 
 from fairseq_local.config_checks import check_sizes
 from fairseq_local.models.mc_rnn import check_mc_options
-from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
+from fairseq_local.modules.fast_path import RecurrentImplConfig, apply_impl_config
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults
 from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
@@ -104,7 +104,7 @@ class MCRNNLanguageModel(FairseqLanguageModel):
             dropout_embed=cfg.dropout_embed, dropout_in=cfg.dropout_in, dropout_hidden=cfg.dropout_hidden,
             dropout_out=cfg.dropout, share_input_output_embed=not cfg.untie_embeddings,
             max_positions=_max_positions(cfg))
-        return set_rnn_impl(cls(decoder), cfg.rnn_impl)
+        return apply_impl_config(cls(decoder), cfg)
 
 
 @register_model_architecture("mc_rnn_lm", "mc_rnn_lm_ptb")

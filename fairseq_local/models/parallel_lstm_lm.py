@@ -34,7 +34,7 @@ from fairseq.modules import FairseqDropout
 
 from fairseq_local.config_checks import check_divides, check_sizes
 from fairseq_local.errors import ConfigError
-from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
+from fairseq_local.modules.fast_path import RecurrentImplConfig, apply_impl_config
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
 from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
@@ -111,7 +111,7 @@ class ParallelLSTMLanguageModel(FairseqLanguageModel):
         for p in decoder.parameters():
             nn.init.uniform_(p, -args.init_scale, args.init_scale)
         nn.init.zeros_(embed.weight[dictionary.pad()].data)
-        return set_rnn_impl(cls(decoder), args.rnn_impl)
+        return apply_impl_config(cls(decoder), args)
 
 
 def base_architecture(args):

@@ -16,7 +16,7 @@ from fairseq.models import FairseqEncoderDecoderModel, register_model, register_
 from fairseq_local.models.arch_defaults import fill_defaults, set_defaults
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.config_checks import check_sizes
-from fairseq_local.modules.fast_path import RecurrentImplConfig, set_rnn_impl
+from fairseq_local.modules.fast_path import RecurrentImplConfig, apply_impl_config
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer, check_cell_type
 
 
@@ -101,7 +101,7 @@ class RNNSearchModel(FairseqEncoderDecoderModel):
             out_embed_dim=cfg.decoder_out_embed_dim,
             share_input_output_embed=cfg.share_decoder_input_output_embed or cfg.share_all_embeddings,
             max_positions=cfg.max_target_positions)
-        return set_rnn_impl(cls(encoder, decoder), cfg.rnn_impl)
+        return apply_impl_config(cls(encoder, decoder), cfg)
 
 
 # ``--arch rnnsearch`` itself is registered by fairseq (register_model with a dataclass): the

@@ -1,6 +1,8 @@
 """The reusable layers, each recurrence, gate and attention once, and the fast path of the
 recurrent loops (``fast_path``, ``cuda_graphs``); modules register nothing with fairseq."""
-from fairseq_local.modules import cuda_graphs  # noqa: F401
+from fairseq_local.modules import graph_backends  # noqa: F401
+from fairseq_local.modules import graph_variants  # noqa: F401
+from fairseq_local.modules import cuda_graphs  # noqa: F401  (imports graph_backends, graph_variants)
 from fairseq_local.modules import fast_path  # noqa: F401  (imports cuda_graphs)
 from fairseq_local.modules import amp  # noqa: F401
 from fairseq_local.modules import awd_dropout  # noqa: F401

@@ -1,57 +1,76 @@
-"""CUDA graphs of the recurrent loops: the capture side of ``--rnn-impl`` (:mod:`.fast_path`).
+"""CUDA graphs of the recurrent loops: the capture side of ``--rnn-impl cuda-graphs`` (:mod:`.fast_path`).
+
+Opt-in: ``--rnn-impl auto`` (the default) runs the eager loop on CUDA too, because the captured path
+has not yet finished a real ``fairseq-train`` run on a GPU; ``cuda-graphs`` selects it.
 
 A loop over time launches dozens of small kernels per step.  :func:`captured_scan` records the loop
 once per padded shape as a CUDA graph (stream capture of the very code the eager path runs, so no
 compiler is involved) and replays it with one launch per call:
 
 * **Variants.**  The time and batch axes are padded to buckets (:func:`length_bucket`,
-  :func:`batch_bucket`; padded positions are invalid, which the layer contract makes exact), so a
-  whole run meets a few dozen shapes.  Each (module, loop, shapes, dtypes, grad mode, train/eval,
-  autocast) is one *variant*: a forward graph, and in training a backward graph that computes the
-  gradients of the loop's inputs and of the module's parameters.  At most :data:`MAX_LIVE_GRAPHS`
-  variants stay alive; the least recently used is released.
-* **Memory.**  Graphs without a backward (evaluation, the one-token beam step) share one memory
-  pool: they keep nothing between replays but their inputs and outputs, which stay allocated.  A
-  training variant keeps its forward's saved activations until its backward replays, while other
-  graphs replay in between, so its two graphs share a pool of their own that no other capture can
-  take memory from.
+  :func:`batch_bucket`; padded positions are invalid, which the layer contract makes exact).  Each
+  (module, loop, padded shapes, dtypes, grad mode, train/eval, autocast) is one *variant*: a forward
+  graph, and in training a backward graph that computes the gradients of the loop's inputs and of
+  the module's parameters.  At most :data:`MAX_LIVE_GRAPHS` variants, holding at most the byte budget
+  (:func:`byte_budget`), stay alive; the least recently used is released at once (a variant holds
+  no reference cycle, so it needs no garbage collection).
+* **Memory.**  All variants of one loop (module, loop name) share one memory pool.  The backward is
+  captured as ``torch.cuda.make_graphed_callables`` does: without ``retain_graph``, so the forward's
+  saved activations go back into the pool after the capture and only the static inputs, outputs and
+  gradients stay held; the next variant's capture reuses that memory.  The pool therefore holds
+  about the eager peak of the loop's largest shape, not the sum over its shapes.  A training replay
+  leaves its activations in the pool until its backward replays: until then every call of the loop
+  (another variant, or the same one again) runs eagerly.
 * **Inputs and outputs.**  A replay copies the call's tensors into the graph's static inputs
   (skipped when they already are those tensors) and returns copies of the static outputs (the next
   replay overwrites them).  Module parameters and buffers are read in place (an optimizer's in-place
   update is seen); one whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
-  capture again.  Code inside a loop must not keep other tensors across calls (a cache that is
-  reallocated would leave a graph reading freed memory): under :func:`is_capturing` it computes them.
+  capture again.  Code inside a loop reads nothing else that lives across calls (a cached tensor
+  may be freed or replaced while a graph still reads its address): under :func:`is_capturing` it
+  computes such tensors.
 * **Nothing silently wrong.**  The first call of every variant replays the new graph and compares it
   with the eager loop on the same inputs (outputs, and in training the gradients of its first
-  backward) within the dtype's tolerance; a mismatch, or a capture that fails (an operation that
-  synchronises with the host, say), warns once and runs that loop eagerly from then on.  A second
-  forward of a training variant before the backward of the first (which would overwrite the saved
-  activations the first still needs) runs eagerly instead.
+  backward) within the dtype's tolerance.  A mismatch, or a capture or replay that fails, warns once
+  naming the variant and runs that variant eagerly on its unpadded inputs from then on (other
+  variants of the loop keep their graphs); in strict mode (``--graph-fallback error``,
+  :func:`strict_mode`, :func:`set_strict`) it raises :class:`GraphFallbackError` instead.
 * **No host synchronisation inside a loop.**  While capturing, :func:`is_capturing` is True: layers
-  run their step code and skip the checks that read a tensor on the host.  On CPU, where there is no
-  CUDA graph, :class:`ReplayBackend` stands in for one in the tests: it runs each "capture" under
-  :class:`NoHostSync` (which fails on ``.item()``, ``nonzero`` and every other synchronising
-  operation) and "replays" by running the recorded closure into the same static buffers.
+  run their step code and skip the checks that read a tensor on the host.  Captures use CUDA's
+  ``thread_local`` capture mode (fairseq's loader thread may allocate meanwhile) and leave the
+  pinned-memory cache alone (:mod:`.graph_backends`).  On CPU, :class:`ReplayBackend` stands in for
+  CUDA graphs in the tests: it fails on any host synchronisation, on a replay that reads a tensor the
+  graph does not own, and on a backward whose pool another variant overwrote, and poisons the
+  buffers of released variants.
 """
 import collections
 import contextlib
 import math
-import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_flatten, tree_unflatten
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from fairseq_local.modules.graph_variants import Pool, Variant, capturing, is_capturing, mismatch
+from fairseq_local.modules.graph_backends import (
+    CudaBackend,
+    HostSyncError,
+    NoHostSync,
+    OwnershipError,
+    PoolError,
+    ReplayBackend,
+)
 
 TIME_BUCKETS = (1, 8, 16, 32, 64)
 BATCH_BUCKET_MANTISSAS = (4, 6)
 MAX_LIVE_GRAPHS = 64
+MAX_GRAPH_BYTES: Optional[int] = None  # bytes the live variants may hold (None: GRAPH_MEMORY_FRACTION on CUDA)
+GRAPH_MEMORY_FRACTION = 0.5  # of the device's memory
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,126 +130,41 @@ class Layout(NamedTuple):
 
 
 # ------------------------------------------------------------------------------------------------
-# capture state and host synchronisation
+# capture state, strict mode, backends
 # ------------------------------------------------------------------------------------------------
-_STATE = threading.local()
+_STRICT = {"on": False}
 
 
-def is_capturing() -> bool:
-    return getattr(_STATE, "depth", 0) > 0
+class GraphFallbackError(RuntimeError):
+    """Strict mode (``--graph-fallback error``): a variant could not run as a CUDA graph."""
+
+
+def set_strict(on: bool):
+    """Strict mode for every loop: a capture failure or a mismatch with eager raises
+    :class:`GraphFallbackError` instead of falling back to the eager loop."""
+    _STRICT["on"] = bool(on)
+
+
+def is_strict() -> bool:
+    return _STRICT["on"]
 
 
 @contextlib.contextmanager
-def capturing():
-    """Marks code that runs under (or exactly as under) a capture: layers take their step paths."""
-    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+def strict_mode(on: bool = True):
+    old = _STRICT["on"]
+    set_strict(on)
     try:
         yield
     finally:
-        _STATE.depth -= 1
-
-
-class HostSyncError(RuntimeError):
-    pass
-
-
-_aten = torch.ops.aten
-SYNC_OPS = {_aten._local_scalar_dense, _aten.nonzero, _aten.is_nonzero, _aten.masked_select, _aten.unique_consecutive,
-            _aten._unique2, _aten.unique_dim, _aten.equal, _aten.allclose, _aten.nonzero_static}
-
-
-class NoHostSync(TorchDispatchMode):
-    """Fails on every operation that makes the host wait for the device: reading a value
-    (``.item()``, ``bool(t)``, ``if t.any()``), a result whose shape depends on values (``nonzero``,
-    boolean indexing, ``unique``), and copies from a device to the host."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func.overloadpacket in SYNC_OPS:
-            raise HostSyncError(f"{func.overloadpacket.__name__} synchronises with the host")
-        if func.overloadpacket in (_aten.index, _aten.index_put, _aten.index_put_) and any(
-                isinstance(i, Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (args[1] or ())):
-            raise HostSyncError("boolean indexing (a nonzero) synchronises with the host")
-        if func.overloadpacket in (_aten._to_copy, _aten.copy_):
-            src = args[1] if func.overloadpacket is _aten.copy_ else args[0]
-            dst = (args[0].device if func.overloadpacket is _aten.copy_ else kwargs.get("device"))
-            if isinstance(src, Tensor) and src.device.type != "cpu" and dst is not None \
-                    and torch.device(dst).type == "cpu":
-                raise HostSyncError(f"{func.overloadpacket.__name__} copies from {src.device} to the host")
-        return func(*args, **kwargs)
-
-
-# ------------------------------------------------------------------------------------------------
-# backends: CUDA graphs, and a stand-in on CPU for the tests
-# ------------------------------------------------------------------------------------------------
-class CudaBackend:
-    """Stream capture and replay with ``torch.cuda.CUDAGraph``."""
-
-    def __init__(self):
-        self._shared = None
-
-    def pool(self, private: bool):
-        if private:
-            return torch.cuda.graph_pool_handle()
-        if self._shared is None:
-            self._shared = torch.cuda.graph_pool_handle()
-        return self._shared
-
-    def warmup(self, fn: Callable):
-        """Runs before a capture, on a side stream (as ``torch.cuda.make_graphed_callables`` does)."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-
-    def capture(self, fn: Callable, pool) -> Tuple[Any, Any]:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            out = fn()
-        return graph, out
-
-    def replay(self, graph, fn: Callable, static: List[Tensor]):
-        graph.replay()
-
-
-class ReplayBackend:
-    """A CUDA graph's contract without CUDA: "capture" runs ``fn`` under :class:`NoHostSync` and
-    keeps its outputs as the static outputs; "replay" runs ``fn`` again (from the static inputs) and
-    writes its results into those outputs.  The tests use it to check everything around the graphs
-    (buffers, padding, gradients, the first-call check, eviction, fallbacks) on CPU."""
-
-    def __init__(self, corrupt: Optional[Callable[[List[Tensor]], None]] = None):
-        self.corrupt = corrupt  # tests: alters the replayed outputs, as a faulty graph would
-
-    def pool(self, private: bool):
-        return None
-
-    def warmup(self, fn: Callable):
-        fn()
-
-    def capture(self, fn: Callable, pool) -> Tuple[Any, Any]:
-        with NoHostSync():
-            return (fn, torch.is_grad_enabled()), fn()
-
-    def replay(self, graph, fn: Callable, static: List[Tensor]):
-        fn, grad = graph  # a training graph recomputes its saved activations, as a CUDA graph's replay does
-        with torch.set_grad_enabled(grad), NoHostSync():
-            fresh = fn()
-        with torch.no_grad():
-            for s, f in zip(static, tree_flatten(fresh)[0]):
-                if isinstance(s, Tensor):
-                    s.copy_(f)
-            if self.corrupt is not None:
-                self.corrupt(static)
+        set_strict(old)
 
 
 _BACKENDS: Dict[str, Any] = {}
 
 
 def available(like) -> bool:
-    """Whether a call with tensors like ``like`` runs captured: on CUDA, or where a test installed a
-    stand-in backend (:func:`use_backend`)."""
+    """Whether a call with tensors like ``like`` can run captured: on CUDA, or where a test installed
+    a stand-in backend (:func:`use_backend`)."""
     device = getattr(like, "device", None)
     kind = "cuda" if getattr(like, "is_cuda", False) else getattr(device, "type", None)
     return kind == "cuda" or kind in _BACKENDS
@@ -259,196 +193,134 @@ def use_backend(device_type: str, impl):
 
 
 # ------------------------------------------------------------------------------------------------
-# variants
+# pools and variants
 # ------------------------------------------------------------------------------------------------
-_LIVE: "collections.OrderedDict[tuple, _Variant]" = collections.OrderedDict()
-_FAILED: Dict[str, str] = {}
-_STATS = {"graphs_captured": 0, "capture_s": 0.0, "graph_fallbacks": 0, "graphs_verified": 0}
+_LIVE: "collections.OrderedDict[tuple, Variant]" = collections.OrderedDict()
+_POOLS: "weakref.WeakValueDictionary[tuple, Pool]" = weakref.WeakValueDictionary()
+_FAILED: "weakref.WeakKeyDictionary[nn.Module, Dict[tuple, str]]" = weakref.WeakKeyDictionary()
+_SEEN: Dict[str, set] = collections.defaultdict(set)
+_ZERO = {"graphs_captured": 0, "capture_s": 0.0, "graph_fallbacks": 0, "graphs_verified": 0, "graph_evictions": 0}
+_STATS = dict(_ZERO)
+
+
+def graph_bytes() -> int:
+    """Bytes held by the live variants: their pools (each once) and their static buffers outside."""
+    pools = {id(v.pool): v.pool.bytes for v in _LIVE.values()}
+    return sum(pools.values()) + sum(v.own_bytes for v in _LIVE.values())
 
 
 def stats() -> Dict[str, Any]:
-    return {**_STATS, "graphs_live": len(_LIVE)}
+    return {**_STATS, "graphs_live": len(_LIVE), "graph_bytes": graph_bytes(),
+            "variants": {name: len(keys) for name, keys in _SEEN.items()}}
 
 
 def reset():
-    _LIVE.clear()
+    while _LIVE:
+        _release(_LIVE.popitem()[1])
+    _POOLS.clear()
     _FAILED.clear()
-    _STATS.update(graphs_captured=0, capture_s=0.0, graph_fallbacks=0, graphs_verified=0)
+    _SEEN.clear()
+    _STATS.update(_ZERO)
 
 
-def _tolerance(dtype, low_precision: bool = False) -> float:
-    return 3e-2 if low_precision or dtype in (torch.float16, torch.bfloat16) else 1e-3
-
-
-def _mismatch(ref: Sequence, got: Sequence, low_precision: bool = False) -> Optional[str]:
-    """None if every tensor of ``got`` is within the dtype's tolerance of ``ref`` (relative to the
-    largest entry of the tensor; half precision's under autocast, whatever the tensor's dtype), else
-    a description of the worst one."""
-    for i, (a, b) in enumerate(zip(ref, got)):
-        if not isinstance(a, Tensor) or not a.is_floating_point():
-            if isinstance(a, Tensor) and not torch.equal(a, b):
-                return f"tensor {i} differs"
-            continue
-        if a.numel() == 0:
-            continue
-        a, b = a.detach().double(), b.detach().double()
-        err = (a - b).abs().max()
-        scale = a.abs().max().clamp(min=1e-6)
-        if not bool(torch.isfinite(err)) or bool(err > _tolerance(ref[i].dtype, low_precision) * scale):
-            return f"tensor {i}: max difference {float(err):.3g} at scale {float(scale):.3g}"
+def byte_budget(device: torch.device) -> Optional[int]:
+    """:data:`MAX_GRAPH_BYTES`, else on CUDA :data:`GRAPH_MEMORY_FRACTION` of the device's memory."""
+    if MAX_GRAPH_BYTES is not None:
+        return MAX_GRAPH_BYTES
+    if device.type == "cuda":
+        return int(GRAPH_MEMORY_FRACTION * torch.cuda.get_device_properties(device).total_memory)
     return None
 
 
-def _warn_once(name: str, why: str):
-    if name not in _FAILED:
-        _FAILED[name] = why
-        warnings.warn(f"--rnn-impl: the CUDA graph of {name} {why}; running it eagerly", stacklevel=3)
+def _describe(name: str, flat: Sequence, train: bool, training: bool, autocast) -> str:
+    """A variant in words: the loop, the shapes of its tensors and its mode."""
+    shapes = ", ".join("x".join(map(str, a.shape)) or "scalar" for a in flat if isinstance(a, Tensor))
+    mode = ("training" if train else "no grad") + ("" if training else ", eval")
+    return f"{name} [{shapes}; {mode}{f', autocast {autocast}' if autocast else ''}]"
+
+
+def _fail(owner: nn.Module, sig: tuple, label: str, why: str, strict: bool, cause: Optional[BaseException] = None):
+    """A variant that cannot run as a graph: an error in strict mode, else one warning naming it and
+    the eager loop on its unpadded inputs from then on (this variant only)."""
+    _STATS["graph_fallbacks"] += 1
+    if strict:
+        raise GraphFallbackError(f"--graph-fallback error: the CUDA graph of {label} {why}") from cause
+    _FAILED.setdefault(owner, {})[sig] = why
+    warnings.warn(f"--rnn-impl cuda-graphs: the CUDA graph of {label} {why}; this variant runs eagerly",
+                  stacklevel=4)
+
+
+def _release(v: Variant):
+    """A variant leaves: its static buffers are released (the stand-in poisons them)."""
+    v.backend.release([t for t in v.static_in + v.static_out + v.static_grad_out + v.static_grads
+                       if isinstance(t, Tensor)])
+
+
+def _evict(device: torch.device):
+    """Releases least recently used variants (never one whose backward is pending, never the newest)
+    while more than :data:`MAX_LIVE_GRAPHS` live or their bytes exceed the budget."""
+    budget = byte_budget(device)
+    while len(_LIVE) > 1 and (len(_LIVE) > MAX_LIVE_GRAPHS or (budget is not None and graph_bytes() > budget)):
+        newest = next(reversed(_LIVE))
+        key = next((k for k, v in _LIVE.items() if k != newest and not (v.pending and v.pending())), None)
+        if key is None:
+            break
+        _release(_LIVE.pop(key))
+        _STATS["graph_evictions"] += 1
 
 
 class _Token:
     """Lives as long as the autograd node of one training replay (pending backward)."""
 
 
-class _Variant:
-    """One captured loop: static inputs, the forward graph and (training) the backward graph."""
-
-    def __init__(self, owner: nn.Module, name: str, run: Callable, args: List, spec, train: bool, impl):
-        self.name, self.run, self.spec, self.train, self.backend = name, run, spec, train, impl
-        self.params = [p for p in owner.parameters() if p.requires_grad] if train else []
-        # a graph reads every parameter and buffer at the address it had at capture
-        self.watched = list(owner.parameters()) + list(owner.buffers())
-        self.watched_ptrs = [t.data_ptr() for t in self.watched]
-        self.static_in = [a.detach().clone().requires_grad_(train and a.requires_grad and a.is_floating_point())
-                          if isinstance(a, Tensor) else a for a in args]
-        self.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        self.pending: Optional[weakref.ref] = None
-        self.generation = 0
-        self.check: Optional[Tuple] = None  # the first backward's eager reference
-        pool = impl.pool(private=train)
-
-        device = next(a.device for a in args if isinstance(a, Tensor))
-        autocast = self.autocast = torch.is_autocast_enabled(device.type)
-        dtype = torch.get_autocast_dtype(device.type) if autocast else None
-
-        def forward():
-            # under autocast, without its cache of cast weights: a cached cast would be recorded into
-            # the graph and replayed after the optimizer has changed the weights
-            cast = (torch.autocast(device.type, dtype=dtype, cache_enabled=False) if autocast
-                    else contextlib.nullcontext())
-            with capturing(), cast:
-                out = run(*tree_unflatten(self.static_in, spec))
-            self._live_out = out
-            return out
-
-        impl.warmup(lambda: self._backward_of(forward()) if train else forward())
-        self.fwd_graph, out = impl.capture(forward, pool)
-        self.out_spec = tree_flatten(out)[1]
-        self.static_out = tree_flatten(out)[0]
-        self.fwd = forward
-        if train:
-            self.diff_out = [i for i, o in enumerate(self.static_out) if isinstance(o, Tensor) and o.requires_grad]
-            self.diff_in = [self.static_in[i] for i in self.tensor_idx if self.static_in[i].requires_grad] + self.params
-            self.static_grad_out = [torch.zeros_like(self.static_out[i]) for i in self.diff_out]
-
-            def backward():
-                live = tree_flatten(self._live_out)[0]
-                return self._backward_of(self._live_out, [self.static_grad_out[k] for k in range(len(self.diff_out))],
-                                         live)
-
-            self.bwd_graph, grads = impl.capture(backward, pool)
-            self.static_grads = list(grads)
-            self.bwd = backward
-
-    def _backward_of(self, out, grad_out=None, flat=None):
-        flat = tree_flatten(out)[0] if flat is None else flat
-        outs = [flat[i] for i, o in enumerate(flat) if isinstance(o, Tensor) and o.requires_grad]
-        diff_in = [self.static_in[i] for i in self.tensor_idx if self.static_in[i].requires_grad] + self.params
-        if grad_out is None:
-            grad_out = [torch.ones_like(o) for o in outs]
-        with capturing():
-            grads = torch.autograd.grad(outs, diff_in, grad_out, retain_graph=True, allow_unused=True)
-        return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, diff_in))
-
-    def stale(self) -> bool:
-        """Whether a parameter or buffer of the module has new storage (``model.to``, ``p.data = ...``,
-        a buffer reassigned): the graph would read the old address."""
-        watched = list(self.owner().parameters()) + list(self.owner().buffers())
-        return len(watched) != len(self.watched_ptrs) or any(
-            t.data_ptr() != q for t, q in zip(watched, self.watched_ptrs))
-
-    def replay(self, tensors: Sequence[Tensor]) -> List[Tensor]:
-        with torch.no_grad():
-            for i, t in zip(self.tensor_idx, tensors):
-                s = self.static_in[i]
-                if s.data_ptr() != t.data_ptr() or s.stride() != t.stride():
-                    s.copy_(t)
-        self.backend.replay(self.fwd_graph, self.fwd, self.static_out)
-        self.generation += 1
-        return [o.detach().clone() if isinstance(o, Tensor) else o for o in self.static_out]
-
-    def replay_backward(self, grads: Sequence[Optional[Tensor]]) -> List[Tensor]:
-        with torch.no_grad():
-            for k, i in enumerate(self.diff_out):
-                g = grads[i]
-                if g is None:
-                    self.static_grad_out[k].zero_()
-                else:
-                    self.static_grad_out[k].copy_(g)
-        self.backend.replay(self.bwd_graph, self.bwd, self.static_grads)
-        return [g.clone() for g in self.static_grads]
-
-
 class _Replay(torch.autograd.Function):
     """A training variant's forward replay, whose backward replays its backward graph."""
 
     @staticmethod
-    def forward(ctx, variant: "_Variant", n_inputs: int, *tensors):
+    def forward(ctx, variant: "Variant", n_inputs: int, *tensors):
         outs = variant.replay(tensors[:n_inputs])
-        ctx.variant, ctx.generation, ctx.n_inputs = variant, variant.generation, n_inputs
+        ctx.variant, ctx.generation = variant, variant.generation
         ctx.token = _Token()
-        variant.pending = weakref.ref(ctx.token)
-        ctx.mark_non_differentiable(*[o for o, s in zip(outs, variant.static_out)
-                                      if isinstance(o, Tensor) and not s.requires_grad])
+        variant.pending = variant.pool.pending = weakref.ref(ctx.token)
+        ctx.mark_non_differentiable(*[o for o, g in zip(outs, variant.out_grad) if isinstance(o, Tensor) and not g])
         return tuple(outs)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads):
-        v: _Variant = ctx.variant
+        v: Variant = ctx.variant
         if v.generation != ctx.generation:
-            raise RuntimeError(f"--rnn-impl: backward through the CUDA graph of {v.name} after it was replayed "
+            raise RuntimeError(f"--rnn-impl: backward through the CUDA graph of {v.label} after it was replayed "
                                "again (a second backward of an old step); use --rnn-impl eager")
         got = v.replay_backward(grads)
-        v.pending = None
+        v.pending = v.pool.pending = None
         if v.check is not None:  # the first backward: compare with eager autograd
             got = _check_backward(v, grads, got)
         it = iter(got)
         diff = {i for i in v.tensor_idx if v.static_in[i].requires_grad}
         per_input = [next(it) if i in diff else None for i in v.tensor_idx]
-        per_param = list(it)
-        return (None, None, *per_input, *per_param)
+        return (None, None, *per_input, *it)
 
 
-def _check_backward(v: _Variant, grads, got):
-    eager_out, eager_in = v.check
+def _check_backward(v: Variant, grads, got):
+    eager_out, eager_in, sig, strict = v.check
     v.check = None
     outs = [o for o in eager_out if isinstance(o, Tensor) and o.requires_grad]
     grad_out = [torch.zeros_like(v.static_out[i]) if grads[i] is None else grads[i] for i in v.diff_out]
     ref = torch.autograd.grad(outs, eager_in + v.params, grad_out, allow_unused=True)
     ref = [torch.zeros_like(x) if g is None else g for g, x in zip(ref, eager_in + v.params)]
-    bad = _mismatch(ref, got, v.autocast)
+    bad = mismatch(ref, got, v.autocast)
     if bad is None:
         return got
     _discard(v)
-    _warn_once(v.name, f"gave gradients that differ from the eager loop's ({bad})")
-    _STATS["graph_fallbacks"] += 1
-    return ref
+    _fail(v.owner(), sig, v.label, f"gave gradients that differ from the eager loop's ({bad})", strict)
+    return ref  # exact: the padded positions of the eager loop are masked
 
 
-def _discard(v: _Variant):
+def _discard(v: Variant):
     for key, live in list(_LIVE.items()):
         if live is v:
-            del _LIVE[key]
+            _release(_LIVE.pop(key))
 
 
 def _signature(args) -> tuple:
@@ -456,59 +328,79 @@ def _signature(args) -> tuple:
                  for a in args)
 
 
-def call(owner: nn.Module, fn: Callable, args: tuple, name: str):
-    """``fn(*args)`` (a loop over time; ``args`` a pytree of tensors, None and ints) run as a CUDA
-    graph of its shapes: captured on the first call of a variant, replayed after."""
+def _pool(owner: nn.Module, name: str, impl) -> Pool:
+    pool = _POOLS.get((id(owner), name))
+    if pool is None or pool.owner() is not owner:
+        pool = _POOLS[(id(owner), name)] = Pool(owner, impl.new_pool(), getattr(impl, "PEAK_BYTES", False))
+    return pool
+
+
+def call(owner: nn.Module, fn: Callable, args: tuple, name: str, strict: bool = False):
+    """``fn(*args)`` (a loop over time, or a module's body; ``args`` a pytree of tensors, None and
+    ints, padded to the variant's shapes) run as a CUDA graph of its shapes: captured on the first
+    call of a variant, replayed after.  Returns None where the caller must run its eager path on the
+    unpadded inputs: a variant that failed (``strict`` or :func:`strict_mode`: an error instead), or
+    another variant of the loop whose backward is pending."""
+    strict = strict or is_strict()
     flat, spec = tree_flatten(args)
     tensors = [a for a in flat if isinstance(a, Tensor)]
     device = tensors[0].device
-    if name in _FAILED:
-        return fn(*args)
     params = [p for p in owner.parameters() if p.requires_grad]
     train = torch.is_grad_enabled() and (any(t.requires_grad for t in tensors) or bool(params))
     autocast = torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type)
-    key = (id(owner), name, spec, _signature(flat), train, owner.training, autocast)
+    sig = (name, spec, _signature(flat), train, owner.training, autocast)
+    if sig in _FAILED.get(owner, ()):
+        return None
+    impl = backend(device.type)
+    pool = _pool(owner, name, impl)
+    if pool.busy():
+        return None  # a forward of this loop waits for its backward: its activations fill the pool
+    key = (id(owner), *sig)
     variant = _LIVE.get(key)
     if variant is not None and (variant.owner() is not owner or variant.stale()):
-        del _LIVE[key]
+        _discard(variant)
         variant = None
-    if variant is not None and train and variant.pending is not None and variant.pending() is not None:
-        return fn(*args)  # its saved activations still wait for a backward
+    label = _describe(name, flat, train, owner.training, autocast)
     first = variant is None
+    start = time.perf_counter()
     if first:
-        start = time.perf_counter()
         try:
-            variant = _Variant(owner, name, fn, flat, spec, train, backend(device.type))
+            variant = Variant(owner, label, fn, flat, spec, train, impl, pool)
         except Exception as e:  # noqa: BLE001  (any capture failure: the eager loop is always there)
-            first_line = str(e).splitlines()[0] if str(e) else ""
-            _warn_once(name, f"could not be captured ({type(e).__name__}: {first_line})")
-            _STATS["graph_fallbacks"] += 1
-            return fn(*args)
-        variant.owner = weakref.ref(owner)
+            _fail(owner, sig, label, f"could not be captured ({_first_line(e)})", strict, e)
+            return None
         _LIVE[key] = variant
-        while len(_LIVE) > MAX_LIVE_GRAPHS:
-            _LIVE.popitem(last=False)
+        _SEEN[name].add(key)
         _STATS["graphs_captured"] += 1
+        _evict(device)
     else:
         _LIVE.move_to_end(key)
-    if train:
-        rng = _rng_state(device)
-        outs = _Replay.apply(variant, len(tensors), *tensors, *variant.params)
-    else:
-        rng = _rng_state(device)
-        outs = variant.replay(tensors)
+    rng = _rng_state(device)
+    try:
+        outs = _Replay.apply(variant, len(tensors), *tensors, *variant.params) if train else variant.replay(tensors)
+    except (OwnershipError, PoolError, HostSyncError) as e:
+        _discard(variant)
+        _fail(owner, sig, label, f"failed to replay ({_first_line(e)})", strict, e)
+        return None
     if first:
-        outs = _check_forward(variant, fn, flat, spec, outs, rng, device, train)
+        outs = _check_forward(variant, fn, flat, spec, outs, rng, device, train, sig, strict)
         _STATS["capture_s"] += time.perf_counter() - start
+        if outs is None:
+            return None
     return tree_unflatten(list(outs), variant.out_spec)
+
+
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def _rng_state(device):
     return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
 
 
-def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train):
-    """The first replay against the eager loop from the same inputs and random state."""
+def _check_forward(v: Variant, fn, flat, spec, outs, rng, device, train, sig, strict):
+    """The first replay against the eager loop from the same inputs and random state; None (after
+    :func:`_fail`) when they differ."""
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if device.type == "cuda":
             torch.cuda.set_rng_state(rng, device)
@@ -522,17 +414,16 @@ def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train):
         else:
             with torch.no_grad(), capturing():
                 ref = tree_flatten(fn(*tree_unflatten(list(flat), spec)))[0]
-    bad = _mismatch(ref, outs, v.autocast)
+    bad = mismatch(ref, outs, v.autocast)
     if bad is None:
         _STATS["graphs_verified"] += 1
         if train:
-            v.check = (ref, eager_in)
+            v.check = (ref, eager_in, sig, strict)
         return outs
+    v.pending = v.pool.pending = None
     _discard(v)
-    v.pending = None
-    _warn_once(v.name, f"gave outputs that differ from the eager loop's ({bad})")
-    _STATS["graph_fallbacks"] += 1
-    return tree_flatten(fn(*tree_unflatten(list(flat), spec)))[0]
+    _fail(v.owner(), sig, v.label, f"gave outputs that differ from the eager loop's ({bad})", strict)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -541,7 +432,9 @@ def _check_forward(v: _Variant, fn, flat, spec, outs, rng, device, train):
 def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Sequence, seq: Sequence[Tensor],
                   valid: Optional[Tensor], consts: Sequence, layout: Layout, name: str):
     """``loop(step, owner, carry, seq, valid, consts)`` captured, on inputs padded to the time and
-    batch buckets (see the module doc); returns exactly what the unpadded call returns."""
+    batch buckets (see the module doc); returns exactly what the unpadded call returns.  A variant
+    that cannot run as a graph runs the eager loop on the unpadded inputs."""
+    unpadded = (carry, seq, valid, consts)
     carry_dims = list(layout.carry or [0] * len(carry))
     seq_dims = list(layout.seq or [1] * len(seq))
     T, B = seq[0].size(0), seq[0].size(seq_dims[0])
@@ -557,13 +450,18 @@ def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Seque
     def run(carry, seq, valid, consts):
         return loop(step, owner, carry, seq, valid, consts)
 
-    outs, carry = call(owner, run, (tuple(carry), tuple(seq), valid, tuple(consts)), name)
+    got = call(owner, run, (tuple(carry), tuple(seq), valid, tuple(consts)), name,
+               strict=getattr(owner, "graph_fallback", "warn") == "error")
+    if got is None:
+        return loop(step, owner, *unpadded)
+    outs, carry = got
     if (Tp, Bp) == (T, B):
         return outs, carry
     outs = tuple(o[:T].narrow(seq_dims[0], 0, B) for o in outs)
     return outs, tuple(None if c is None else c.narrow(d, 0, B) for c, d in zip(carry, carry_dims))
 
 
-__all__ = ["TIME_BUCKETS", "MAX_LIVE_GRAPHS", "Layout", "length_bucket", "batch_bucket", "pad_dim", "pad_rows", "is_capturing",
-           "capturing", "NoHostSync", "HostSyncError", "CudaBackend", "ReplayBackend", "available", "use_backend",
-           "captured_scan", "call", "stats", "reset"]
+__all__ = ["TIME_BUCKETS", "MAX_LIVE_GRAPHS", "MAX_GRAPH_BYTES", "Layout", "length_bucket", "batch_bucket", "pad_dim",
+           "pad_rows", "is_capturing", "capturing", "NoHostSync", "HostSyncError", "OwnershipError", "PoolError",
+           "GraphFallbackError", "CudaBackend", "ReplayBackend", "available", "use_backend", "captured_scan", "call",
+           "stats", "reset", "graph_bytes", "byte_budget", "set_strict", "is_strict", "strict_mode"]

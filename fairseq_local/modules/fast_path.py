@@ -1,4 +1,4 @@
-"""The execution of the recurrent loops: ``--rnn-impl auto|eager|compiled``.
+"""The execution of the recurrent loops: ``--rnn-impl auto|eager|compiled|cuda-graphs``.
 
 **Why.**  A recurrent layer advances one time step at a time, and each step is a handful of small
 operations (a matrix product, a few element-wise gates, a masked state update).  Run eagerly on a
@@ -6,9 +6,9 @@ GPU every one of them is its own kernel launch, so a step costs the launch laten
 kernels, not their arithmetic, and the GPU mostly waits.  Two remedies, each with a start-up cost
 that does not grow with the number of batch shapes a run meets:
 
-* **CUDA graphs of the eager loop** (:mod:`.cuda_graphs`): the loop over time runs once under
-  stream capture, and every later call with the same padded shapes replays the recorded kernels
-  with one launch.  Capturing costs a few eager runs of the loop, no compiler.
+* **CUDA graphs of the eager loop** (:mod:`.cuda_graphs`, opt-in): the loop over time runs once
+  under stream capture, and every later call with the same padded shapes replays the recorded
+  kernels with one launch.  Capturing costs a few eager runs of the loop, no compiler.
 * **The step compiled once** (``torch.compile`` of one time step, the batch marked dynamic): the
   element-wise work of a step fuses into a few kernels; the compiled step does not depend on the
   sequence length, so it compiles once per cell, dtype and grad mode, never per shape.  (Compiling
@@ -35,11 +35,16 @@ eager, compiled and captured paths all call the same step, so they cannot drift 
 every implementation) is set for a whole model by :func:`set_rnn_impl` from the model option
 ``--rnn-impl`` (:class:`RecurrentImplConfig`, shared by every recurrent model's config):
 
+* ``auto`` (default): the eager loop, on CPU and on CUDA.  It is the safe default: the captured
+  path is exact on CPU (under a stand-in for CUDA graphs) but has not yet finished a real
+  ``fairseq-train`` run on a GPU, so it is opt-in;
 * ``eager``: the Python loop over the eager step, always;
-* ``auto`` (default): on CUDA the eager loop captured as CUDA graphs (no compiler); on CPU the
-  eager loop (where it is compute-bound and a graph would save nothing);
-* ``compiled``: the loop over the step compiled once (:func:`compiled_step`); on CUDA that loop is
-  captured as CUDA graphs too.  A compilation failure is an error.
+* ``compiled``: the loop over the step compiled once (:func:`compiled_step`), not captured.  A
+  compilation failure is an error;
+* ``cuda-graphs``: on CUDA the eager loop captured as CUDA graphs (no compiler); on CPU the eager
+  loop (unless a test installed the stand-in backend, :func:`cuda_graphs.use_backend`).  With
+  ``--graph-fallback error`` (strict mode) a variant that cannot be captured, or whose first call
+  differs from eager, is an error instead of a warning and the eager loop.
 
 **Shapes.**  A CUDA graph is specialised to its shapes, so on the captured path the time and batch
 axes are padded to a few bucket sizes and the padded positions are marked invalid, which the
@@ -78,21 +83,29 @@ from fairseq_local.modules.cuda_graphs import Layout, batch_bucket, length_bucke
 
 logger = logging.getLogger(__name__)
 
-RNN_IMPLS = ("auto", "eager", "compiled")
+RNN_IMPLS = ("auto", "eager", "compiled", "cuda-graphs")
 RNN_IMPL_CHOICES = ChoiceEnum(list(RNN_IMPLS))
+GRAPH_FALLBACKS = ("warn", "error")
+GRAPH_FALLBACK_CHOICES = ChoiceEnum(list(GRAPH_FALLBACKS))
 RECOMPILE_LIMIT = 64
 
-RNN_IMPL_HELP = ("execution of the recurrent loops: 'eager' (a Python loop over time), 'compiled' (the "
-                 "same loop over one time step compiled once with torch.compile, batch dynamic; captured "
-                 "as CUDA graphs on GPU) or 'auto' (the eager loop captured as CUDA graphs on GPU, no "
-                 "compiler; eager on CPU); checkpoints and outputs are the same under each")
+RNN_IMPL_HELP = ("execution of the recurrent loops: 'auto' (the default: the eager loop on CPU and on GPU, "
+                 "the safe choice while the CUDA-graph path has not finished a real GPU training run), "
+                 "'eager' (a Python loop over time), 'compiled' (the same loop over one time step compiled "
+                 "once with torch.compile, batch dynamic, no CUDA graphs) or 'cuda-graphs' (opt-in: the "
+                 "eager loop captured as CUDA graphs on GPU, no compiler; eager on CPU); checkpoints and "
+                 "outputs are the same under each")
+GRAPH_FALLBACK_HELP = ("what a CUDA-graph variant that cannot be captured or differs from eager at its first call "
+                       "does under --rnn-impl cuda-graphs: 'warn' (one warning naming it, then that variant runs "
+                       "eagerly) or 'error' (strict: stop with the error; tests and the GPU kit)")
 
 
 @dataclasses.dataclass
 class RecurrentImplConfig(FairseqDataclass):
-    """The option every recurrent model's config inherits (``--rnn-impl``)."""
+    """The options every recurrent model's config inherits (``--rnn-impl``, ``--graph-fallback``)."""
 
     rnn_impl: RNN_IMPL_CHOICES = dataclasses.field(default="auto", metadata={"help": RNN_IMPL_HELP})
+    graph_fallback: GRAPH_FALLBACK_CHOICES = dataclasses.field(default="warn", metadata={"help": GRAPH_FALLBACK_HELP})
 
 
 def check_rnn_impl(impl) -> str:
@@ -116,32 +129,57 @@ class Execution(NamedTuple):
 EAGER = Execution(False, False)
 
 
+def check_graph_fallback(mode) -> str:
+    mode = "warn" if mode is None else str(mode)
+    if mode not in GRAPH_FALLBACKS:
+        raise ValueError(f"--graph-fallback must be one of {', '.join(GRAPH_FALLBACKS)} (got {mode!r})")
+    return mode
+
+
 def execution(impl: str, like) -> Execution:
-    """``--rnn-impl`` on the device of ``like`` (a tensor of the call): ``auto`` captures on CUDA,
-    ``compiled`` compiles the step everywhere and captures on CUDA; inside a trace, eager."""
-    if impl == "eager" or in_trace():
+    """``--rnn-impl`` on the device of ``like`` (a tensor of the call): ``auto`` and ``eager`` run
+    the eager loop, ``compiled`` compiles the step (never captures), ``cuda-graphs`` captures where
+    graphs are available (CUDA, or a test's stand-in); inside a trace, eager."""
+    if impl in ("eager", "auto") or in_trace():
         return EAGER
-    graphs = cuda_graphs.available(like)
-    return Execution(impl == "compiled", graphs)
+    if impl == "compiled":
+        return Execution(True, False)
+    return Execution(False, cuda_graphs.available(like))
 
 
 class FastPathMixin:
     """Mixed into modules with a step: ``rnn_impl`` selects the implementation (see module doc)."""
 
     rnn_impl: str = "auto"
+    graph_fallback: str = "warn"
 
     def execution(self, like) -> Execution:
         """How this call runs (``like``: a tensor on the call's device)."""
         return execution(self.rnn_impl, like)
 
+    @property
+    def strict_graphs(self) -> bool:
+        """``--graph-fallback error``: a variant that cannot run as a CUDA graph is an error."""
+        return self.graph_fallback == "error"
 
-def set_rnn_impl(module: nn.Module, impl) -> nn.Module:
-    """Set ``--rnn-impl`` on every :class:`FastPathMixin` module inside ``module``; returns it."""
+
+def set_rnn_impl(module: nn.Module, impl, graph_fallback=None) -> nn.Module:
+    """Set ``--rnn-impl`` (and ``--graph-fallback``, when given) on every :class:`FastPathMixin`
+    module inside ``module``; returns it."""
     impl = check_rnn_impl(impl)
+    fallback = None if graph_fallback is None else check_graph_fallback(graph_fallback)
     for m in module.modules():
         if isinstance(m, FastPathMixin):
             m.rnn_impl = impl
+            if fallback is not None:
+                m.graph_fallback = fallback
     return module
+
+
+def apply_impl_config(module: nn.Module, cfg) -> nn.Module:
+    """``set_rnn_impl`` from a model config's ``rnn_impl`` and ``graph_fallback`` (``auto`` and
+    ``warn`` where a config, say an older checkpoint's, lacks them); returns ``module``."""
+    return set_rnn_impl(module, getattr(cfg, "rnn_impl", None), getattr(cfg, "graph_fallback", None) or "warn")
 
 
 def in_trace() -> bool:
@@ -330,7 +368,7 @@ def scan(owner: nn.Module, step: str, carry: Sequence, seq: Sequence[Tensor], va
     if how.compiled:
         fn = _marked(compiled_step(fn), layout)
     if how.graphs:
-            return cuda_graphs.captured_scan(owner, fn, step_loop, carry, seq, valid, consts, layout,
+        return cuda_graphs.captured_scan(owner, fn, step_loop, carry, seq, valid, consts, layout,
                                          f"{type(owner).__name__}.{step}")
     return step_loop(fn, owner, carry, seq, valid, consts)
 
@@ -361,6 +399,7 @@ def unflatten_states(flat: Sequence, kinds: Sequence[int]) -> List:
     return out
 
 
-__all__ = ["RNN_IMPLS", "RecurrentImplConfig", "FastPathMixin", "Execution", "Layout", "set_rnn_impl",
+__all__ = ["RNN_IMPLS", "GRAPH_FALLBACKS", "RecurrentImplConfig", "FastPathMixin", "Execution", "Layout", "set_rnn_impl",
+           "apply_impl_config", "check_graph_fallback",
            "execution", "in_trace", "active_mask", "length_bucket", "batch_bucket", "pad_dim", "scan", "step_loop",
            "compiled_step", "stats", "reset", "flatten_states", "unflatten_states", "check_rnn_impl"]

@@ -28,6 +28,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from fairseq_local.modules.amp import autocast_inputs
+from fairseq_local.modules.cuda_graphs import is_capturing
 
 
 class Taps(NamedTuple):
@@ -86,6 +87,8 @@ class _WindowProduct(torch.autograd.Function):
         out = torch.bmm(u, Wt) if b is None else torch.baddbmm(b.unsqueeze(1), u, Wt)
         ctx.save_for_backward(H, W)
         ctx.taps, ctx.has_bias = taps, b is not None
+        # a captured graph owns its index (made in the graph, read by its backward); eagerly, cached
+        ctx.rows = _tap_index.__wrapped__(taps, H.device) if is_capturing() and ctx.needs_input_grad[0] else None
         return out
 
     @staticmethod
@@ -98,7 +101,7 @@ class _WindowProduct(torch.autograd.Function):
             gu = torch.bmm(go, W).view(n, M, width, C)  # all taps in one product (wider N: faster)
             # tap t of location i reads input location start + stride*i + t; tap-major order, so a
             # location's terms are summed tap by tap
-            rows = _tap_index(taps, H.device)
+            rows = _tap_index(taps, H.device) if ctx.rows is None else ctx.rows
             gH = H.new_zeros(M, n_in, C).index_add_(1, rows, gu.permute(1, 2, 0, 3).reshape(M, width * n, C))
         if ctx.needs_input_grad[1]:
             gW = torch.bmm(go.transpose(1, 2), _strided_windows(H, taps))
@@ -109,7 +112,8 @@ class _WindowProduct(torch.autograd.Function):
 
 @functools.lru_cache(maxsize=64)
 def _tap_index(taps: Taps, device: torch.device) -> Tensor:
-    """Input location of every (tap, output location) pair, tap-major (built once per geometry)."""
+    """Input location of every (tap, output location) pair, tap-major (built once per geometry; a
+    captured graph builds its own, since the cache may free a tensor the graph still reads)."""
     width, stride, start, n = taps
     return (torch.arange(width, device=device)[:, None] + start + stride * torch.arange(n, device=device)).reshape(-1)
 
@@ -143,7 +147,8 @@ def dilated_conv(x: Tensor, w: Tensor, b: Tensor, d: int) -> Tensor:
 def row_index(B: int, Q: int, R: int, start: int, stride: int, n: int, with_first: bool, by_position: bool,
               device: torch.device) -> Tensor:
     """The row indices :func:`gather_windows` selects (a function of the shapes only: built once
-    per batch shape, not on every step, since each ``arange`` / ``add`` is a kernel on a GPU)."""
+    per batch shape, not on every step, since each ``arange`` / ``add`` is a kernel on a GPU; a
+    captured graph builds its own inside the graph, since the cache may free a tensor it reads)."""
     ar = torch.arange
     idx = (ar(n, device=device)[:, None, None] * stride + start
            + ar(B, device=device)[:, None] * Q + ar(R, device=device))  # [i, b, r]
@@ -160,7 +165,8 @@ def gather_windows(seq: Tensor, R: int, start: int, stride: int, n: int, r0: int
     ``r*B + b`` with ``by_position`` (so consecutive positions are consecutive row blocks).  One
     ``index_select``: its backward is one ``index_add``, no zero-filled gradient per location."""
     B, Q, C = seq.shape
-    idx = row_index(B, Q, R, start + r0, stride, n, first is not None, by_position, seq.device)
+    index = row_index.__wrapped__ if is_capturing() else row_index
+    idx = index(B, Q, R, start + r0, stride, n, first is not None, by_position, seq.device)
     src = seq.reshape(B * Q, C)
     if first is not None:
         src = torch.cat([src, first.reshape(B * R, C)], 0)
