@@ -38,9 +38,7 @@ from fairseq_local.modules.fast_path import (
     FastPathMixin,
     RecurrentImplConfig,
     active_mask,
-    batch_bucket,
     in_trace,
-    length_bucket,
     pad_dim,
     set_rnn_impl,
 )
@@ -321,9 +319,10 @@ class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
             return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
         B, S = src_tokens.shape
         T = prev_output_tokens.size(1)
-        Bp = batch_bucket(B)
-        src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, length_bucket(S), self.encoder.dictionary.pad()), Bp)
-        prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, length_bucket(T), self.decoder.dictionary.pad()), Bp)
+        Sp, Bp = cuda_graphs.padded_shape(S, B)
+        src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, Sp, self.encoder.dictionary.pad()), Bp)
+        prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, cuda_graphs.padded_shape(T, B)[0],
+                                            self.decoder.dictionary.pad()), Bp)
         (logits,) = cuda_graphs.call(self, self._logits, (src, prev), "DPNS2SModel.forward")
         return logits[:B, :T], {"attn": [None], "flows": {}, "output_gate": None}
 
