@@ -579,9 +579,9 @@ def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Seque
     seq_dims = list(layout.seq or [1] * len(seq))
     T, B = seq[0].size(0), seq[0].size(seq_dims[0])
     Tp, Bp = padded_shape(T, B) if layout.pad else (T, B)
+    if layout.pad and valid is None:  # one variant whether or not this call needed padding
+        valid = torch.ones(T, B, dtype=torch.bool, device=seq[0].device)
     if (Tp, Bp) != (T, B):
-        if valid is None:
-            valid = torch.ones(T, B, dtype=torch.bool, device=seq[0].device)
         valid = pad_dim(pad_dim(valid, 0, Tp, False), 1, Bp, False)
         carry = tuple(pad_dim(c, d, Bp) for c, d in zip(carry, carry_dims))
         seq = tuple(pad_dim(pad_dim(s, 0, Tp), d, Bp) for s, d in zip(seq, seq_dims))
