@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import pytest
 import torch
-from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 from fairseq.trainer import Trainer
 
 from fairseq_local.data.shape_buckets import (
@@ -19,6 +19,7 @@ from fairseq_local.data.shape_buckets import (
 )
 from fairseq_local.modules import cuda_graphs, fast_path
 from fairseq_local.patches import shape_plan_batching
+from contract_lib import make_translation_data
 from fast_path_lib import TINY_S2S, _single_thread, build, dictionary_dir  # noqa: F401  (a fixture)
 
 GRAPHS = "cuda-graphs" if "cuda-graphs" in fast_path.RNN_IMPLS else "auto"
@@ -94,3 +95,74 @@ def test_the_collater_pads_source_and_target_to_the_declared_length():
     plain = ds.collater([ds[0], ds[1]])
     assert torch.equal(batch["net_input"]["src_tokens"][:, -3:], plain["net_input"]["src_tokens"])  # left padded
     assert torch.equal(batch["target"][:, :5], plain["target"]) and batch["ntokens"] == plain["ntokens"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the patch: batching of fairseq-train's trainer, capture ahead
+# ------------------------------------------------------------------------------------------------
+def _trainer(data, lang_args, impl, monkeypatch):
+    if impl == "cuda-graphs" and GRAPHS != "cuda-graphs":  # a branch whose --rnn-impl has no opt-in name yet
+        monkeypatch.setattr(fast_path, "check_rnn_impl", lambda value: "cuda-graphs")
+        impl = "auto"
+    extra = TINY_S2S + lang_args + ["--rnn-impl", impl, "--max-tokens", "40", "--seed", "3"]
+    cfg, model, task = build(str(data), "translation", "mc_rnn_iwslt_de_en_3", extra)
+    task.load_dataset("train")
+    return Trainer(cfg, task, model, task.build_criterion(cfg.criterion)), task
+
+
+def _losses(trainer, n=4):
+    itr = trainer.get_train_iterator(epoch=1).next_epoch_itr(shuffle=True)
+    return [trainer.train_step([sample])["loss"] for _, sample in zip(range(n), itr)]
+
+
+@pytest.fixture(scope="module")
+def translation_data(tmp_path_factory):
+    return make_translation_data(tmp_path_factory.mktemp("data"), n_train=40)
+
+
+def test_plain_models_keep_fairseqs_batches_graph_models_get_the_plan(translation_data, monkeypatch):
+    data, lang_args = translation_data
+    eager, task = _trainer(data, lang_args, "eager", monkeypatch)
+    batches = eager.get_train_iterator(epoch=1).frozen_batches
+    ds = task.dataset("train")
+    sizes = np.maximum(ds.src_sizes, ds.tgt_sizes).astype(np.int64)
+    with data_utils.numpy_seed(3 + 1):
+        indices = ds.ordered_indices()
+    expected = data_utils.batch_by_size(indices, ds.num_tokens, sizes[indices].astype(np.int64), max_tokens=40,
+                                        required_batch_size_multiple=8)
+    assert [b.tolist() for b in batches] == [list(b) for b in expected] and cuda_graphs.shape_plan() is None
+    with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()):
+        graphs, task = _trainer(data, lang_args, "cuda-graphs", monkeypatch)
+        itr = graphs.get_train_iterator(epoch=1)
+    plan = cuda_graphs.shape_plan()
+    assert plan is not None and plan == make_plan(40, sizes, multiple=8)
+    assert [b.tolist() for b in itr.frozen_batches] == [b.tolist() for b in plan_batches(indices, sizes[indices], plan)[0]]
+    sample = itr.first_batch
+    assert sample["net_input"]["src_tokens"].size(1) == batch_length(plan, sizes[sample["id"].numpy()])
+
+
+def test_capture_ahead_captures_every_training_shape_and_changes_no_loss(translation_data, monkeypatch, caplog):
+    data, lang_args = translation_data
+    runs = {}
+    for ahead in (True, False):
+        fast_path.reset()
+        with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()):
+            trainer, _ = _trainer(data, lang_args, "cuda-graphs", monkeypatch)
+            if not ahead:
+                setattr(trainer, shape_plan_batching._WARMED, True)
+            rng = torch.get_rng_state()
+            params = [p.detach().clone() for p in trainer.model.parameters()]
+            with caplog.at_level(logging.INFO):
+                itr = trainer.get_train_iterator(epoch=1)
+            assert torch.equal(torch.get_rng_state(), rng)
+            assert all(torch.equal(a, p) for a, p in zip(params, trainer.model.parameters()))
+            assert all(p.grad is None for p in trainer.model.parameters())
+            captured = fast_path.stats()["graphs_captured"]
+            losses = _losses(trainer)
+            runs[ahead] = (losses, captured, fast_path.stats())
+        assert itr is not None
+    (warm, captured, stats), (cold, none, _) = runs[True], runs[False]
+    assert warm == cold, (warm, cold)
+    assert none == 0 and captured > 0 and stats["graphs_captured"] == captured, stats  # training captured nothing new
+    assert stats["capture_ahead_s"] > 0 and stats["graph_fallbacks"] == 0
+    assert "capture ahead: " in caplog.text and "shape plan: K=" in caplog.text
