@@ -24,7 +24,8 @@ shapes are declared before the first update:
 
 The cost is padding: the sentences of a bucket are padded to ``L_k`` and a bucket's last batch to
 ``B_k`` rows (on an IWSLT-like epoch at ``--max-tokens 4000``, K = 15 and about 17 % of the source
-and target positions are padding, against about 4 % in ``batch_by_size``'s batches).
+and target positions are padding, against 3 % in ``batch_by_size``'s batches run eagerly and 40 %
+in those batches padded to ``cuda_graphs``' generic time and batch buckets).
 """
 import inspect
 import logging
