@@ -39,9 +39,7 @@ from fairseq_local.modules.fast_path import (
     RecurrentImplConfig,
     active_mask,
     apply_impl_config,
-    batch_bucket,
     in_trace,
-    length_bucket,
     pad_dim,
 )
 from fairseq_local.modules.dpn_paths import SQRT_HALF, ConvPath, SANPath
@@ -321,9 +319,10 @@ class DPNS2SModel(FastPathMixin, FairseqEncoderDecoderModel):
             return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
         B, S = src_tokens.shape
         T = prev_output_tokens.size(1)
-        Bp = batch_bucket(B)
-        src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, length_bucket(S), self.encoder.dictionary.pad()), Bp)
-        prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, length_bucket(T), self.decoder.dictionary.pad()), Bp)
+        Sp, Bp = cuda_graphs.padded_shape(S, B)
+        src = cuda_graphs.pad_rows(pad_dim(src_tokens, 1, Sp, self.encoder.dictionary.pad()), Bp)
+        prev = cuda_graphs.pad_rows(pad_dim(prev_output_tokens, 1, cuda_graphs.padded_shape(T, B)[0],
+                                            self.decoder.dictionary.pad()), Bp)
         got = cuda_graphs.call(self, self._logits, (src, prev), "DPNS2SModel.forward", strict=self.strict_graphs)
         if got is None:  # this variant runs eagerly, on the unpadded inputs
             return super().forward(src_tokens, src_lengths, prev_output_tokens)

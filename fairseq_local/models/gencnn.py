@@ -45,8 +45,6 @@ from fairseq_local.modules.fast_path import (
     FastPathMixin,
     RecurrentImplConfig,
     apply_impl_config,
-    batch_bucket,
-    length_bucket,
     pad_dim,
 )
 from fairseq_local.modules.gencnn_layers import GenCNNBody, get_activation, parse_layers
@@ -187,7 +185,7 @@ class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
         if not self.execution(emb).graphs:
             return self.body(emb, nonpad)
         B, T, _ = emb.shape
-        Bp, Tp = batch_bucket(B), length_bucket(T)
+        Tp, Bp = cuda_graphs.padded_shape(T, B)
         emb = pad_dim(pad_dim(emb, 1, Tp), 0, Bp)
         nonpad = pad_dim(pad_dim(nonpad, 1, Tp, False), 0, Bp, False)
         got = cuda_graphs.call(self.body, self.body, (emb, nonpad), "GenCNNBody.forward", strict=self.strict_graphs)
@@ -201,7 +199,7 @@ class GenCNNDecoder(FastPathMixin, FairseqIncrementalDecoder):
         if not self.execution(emb).graphs:
             return self.body.step(emb, s_buf, hist, nonpad_e)
         B = emb.size(0)
-        Bp = batch_bucket(B)
+        Bp = cuda_graphs.padded_shape(1, B)[1]
         args = (pad_dim(emb, 0, Bp), pad_dim(s_buf, 0, Bp), pad_dim(hist, 0, Bp, False),
                 pad_dim(nonpad_e, 0, Bp, False))
         got = cuda_graphs.call(self.body, self.body.step, args, "GenCNNBody.step", strict=self.strict_graphs)

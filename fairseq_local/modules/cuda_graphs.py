@@ -97,6 +97,39 @@ def batch_bucket(size: int) -> int:
         e += 1
 
 
+_PLAN: List[Any] = [None]  # the declared shapes of the run (fairseq_local.data.shape_buckets.ShapePlan) or None
+
+
+def set_shape_plan(plan) -> None:
+    """Declare the run's batch shapes (a ``ShapePlan``: ``shapes`` of (length, batch), lengths
+    increasing, and ``beam``), or None: :func:`padded_shape` then pads to them."""
+    _PLAN[0] = plan
+
+
+def shape_plan():
+    return _PLAN[0]
+
+
+def padded_shape(T: int, B: int) -> Tuple[int, int]:
+    """The (time, batch) a call of ``T`` steps and ``B`` rows is padded to.  With a plan: the first
+    declared shape (lengths increasing) that holds it; ``T = 1`` (a one-token decoding step) pads
+    the batch only, to the smallest declared batch size or batch size times the beam that holds it.
+    Calls that no declared shape holds, and every call without a plan: :func:`length_bucket` and
+    :func:`batch_bucket`."""
+    plan = _PLAN[0]
+    if plan is not None:
+        if T == 1:
+            rows = sorted({b * m for _, b in plan.shapes for m in (1, plan.beam)})
+            fit = [r for r in rows if r >= B]
+            return 1, (fit[0] if fit else batch_bucket(B))
+        for length, rows in plan.shapes:
+            if length >= T and rows >= B:
+                return length, rows
+        longer = [length for length, _ in plan.shapes if length >= T]
+        return (longer[0] if longer else length_bucket(T)), batch_bucket(B)
+    return length_bucket(T), batch_bucket(B)
+
+
 def pad_dim(t: Optional[Tensor], dim: int, size: int, value=0) -> Optional[Tensor]:
     """``t`` padded with ``value`` at the end of ``dim`` up to ``size`` (unchanged if already)."""
     if t is None or t.size(dim) == size:
@@ -438,10 +471,10 @@ def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Seque
     carry_dims = list(layout.carry or [0] * len(carry))
     seq_dims = list(layout.seq or [1] * len(seq))
     T, B = seq[0].size(0), seq[0].size(seq_dims[0])
-    Tp, Bp = (length_bucket(T), batch_bucket(B)) if layout.pad else (T, B)
+    Tp, Bp = padded_shape(T, B) if layout.pad else (T, B)
+    if layout.pad and valid is None:  # one variant whether or not this call needed padding
+        valid = torch.ones(T, B, dtype=torch.bool, device=seq[0].device)
     if (Tp, Bp) != (T, B):
-        if valid is None:
-            valid = torch.ones(T, B, dtype=torch.bool, device=seq[0].device)
         valid = pad_dim(pad_dim(valid, 0, Tp, False), 1, Bp, False)
         carry = tuple(pad_dim(c, d, Bp) for c, d in zip(carry, carry_dims))
         seq = tuple(pad_dim(pad_dim(s, 0, Tp), d, Bp) for s, d in zip(seq, seq_dims))
@@ -464,4 +497,5 @@ def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Seque
 __all__ = ["TIME_BUCKETS", "MAX_LIVE_GRAPHS", "MAX_GRAPH_BYTES", "Layout", "length_bucket", "batch_bucket", "pad_dim",
            "pad_rows", "is_capturing", "capturing", "NoHostSync", "HostSyncError", "OwnershipError", "PoolError",
            "GraphFallbackError", "CudaBackend", "ReplayBackend", "available", "use_backend", "captured_scan", "call",
-           "stats", "reset", "graph_bytes", "byte_budget", "set_strict", "is_strict", "strict_mode"]
+           "stats", "reset", "graph_bytes", "byte_budget", "set_strict", "is_strict", "strict_mode",
+           "set_shape_plan", "shape_plan", "padded_shape"]

@@ -218,7 +218,7 @@ def step_loop(step: Callable, owner: nn.Module, carry: Sequence, seq: Sequence[T
 
 
 _COMPILED: Dict[Callable, Callable] = {}
-_STATS = {"compiles": 0, "compile_fwd_s": 0.0, "compile_bwd_s": 0.0}
+_STATS = {"compiles": 0, "compile_fwd_s": 0.0, "compile_bwd_s": 0.0, "capture_ahead_s": 0.0}
 
 
 def _inductor(gm, example_inputs):
@@ -338,7 +338,8 @@ def _marked(step: Callable, layout: Layout) -> Callable:
 
 def stats() -> Dict[str, Any]:
     """Start-up costs so far: compilations of steps (count, forward and backward seconds, inductor's
-    generated kernels) and CUDA graphs (captured, live, capture seconds, fallbacks to eager)."""
+    generated kernels), CUDA graphs (captured, live, capture seconds, fallbacks to eager) and the
+    warm-up that captures the training shapes before the first update (``capture_ahead_s``)."""
     try:
         from torch._inductor import metrics  # noqa: PLC0415
         kernels = int(metrics.generated_kernel_count)
@@ -347,10 +348,15 @@ def stats() -> Dict[str, Any]:
     return {**_STATS, "kernels": kernels, **cuda_graphs.stats()}
 
 
+def add_capture_ahead(seconds: float):
+    """Count the seconds of a warm-up that captured the training shapes before the first update."""
+    _STATS["capture_ahead_s"] += seconds
+
+
 def reset():
     """Forget every compiled step and captured graph (tests; also resets dynamo's caches)."""
     _COMPILED.clear()
-    _STATS.update(compiles=0, compile_fwd_s=0.0, compile_bwd_s=0.0)
+    _STATS.update(compiles=0, compile_fwd_s=0.0, compile_bwd_s=0.0, capture_ahead_s=0.0)
     cuda_graphs.reset()
     torch._dynamo.reset()
 
@@ -402,4 +408,4 @@ def unflatten_states(flat: Sequence, kinds: Sequence[int]) -> List:
 __all__ = ["RNN_IMPLS", "GRAPH_FALLBACKS", "RecurrentImplConfig", "FastPathMixin", "Execution", "Layout", "set_rnn_impl",
            "apply_impl_config", "check_graph_fallback",
            "execution", "in_trace", "active_mask", "length_bucket", "batch_bucket", "pad_dim", "scan", "step_loop",
-           "compiled_step", "stats", "reset", "flatten_states", "unflatten_states", "check_rnn_impl"]
+           "compiled_step", "stats", "reset", "add_capture_ahead", "flatten_states", "unflatten_states", "check_rnn_impl"]

@@ -20,12 +20,13 @@ from fairseq_local.patches import (
     precision,
     preprocess_input,
     save_dir_lock,
+    shape_plan_batching,
     training_paths,
 )
 
 _MODULES = [atomic_checkpoints, checkpoint_fit, complete_batches, complete_splits, dictionary_fingerprint,
             exact_resume, hub_interface, hydra_arch_defaults, interactive_input, one_line_errors, option_checks,
-            precision, preprocess_input, save_dir_lock, training_paths]
+            precision, preprocess_input, save_dir_lock, shape_plan_batching, training_paths]
 
 
 def install_all():
