@@ -1,9 +1,8 @@
 """Parallel-cell recurrent layer: equivalence with torch RNNs, the fused kernel == the step (values
-and gradients; padded, masked, float64 and float32), checkpoints of the weight layout, masking,
-padding, parameter counts
-(integers in every case), the state built from an encoder's hidden output, and the bidirectional
-wrapper (sizes, given states, no padding mask, beam reordering of both directions) with its size
-check and suggestion."""
+and gradients; padded, masked, float64 and float32) and which calls take which, checkpoints of the
+weight layout, masking, padding, parameter counts (integers in every case), the state built from an
+encoder's hidden output, and the bidirectional wrapper (sizes, given states, no padding mask, beam
+reordering of both directions) with its size check and suggestion."""
 import pytest
 import torch
 from torch import nn
