@@ -222,7 +222,8 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
 
     def fused_runs(self, x: Tensor, padding_mask: Optional[Tensor], input_proj: Optional[Tensor]):
         """Whether this call runs the fused kernel (module doc): None for the step; else ``()`` when
-        every position is real, or each column's one run of real positions, ``(start[B], length[B])``."""
+        every position is real, or each column's one run of real positions, ``(start[B], length[B])``
+        and the lengths on the host."""
         if (input_proj is not None or x.size(0) < 2 or self.wide > MAX_FUSED_CELLS or in_trace()
                 or self.execution(x).fast):
             return None
@@ -234,9 +235,9 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         steps = torch.arange(T, device=x.device).unsqueeze(1)
         length = valid.sum(0)
         start = torch.where(valid, steps, T).min(0).values.masked_fill(length == 0, 0)
-        if not bool(((steps >= start) & (steps < start + length)).eq(valid).all()):
-            return None
-        return start, length
+        one_run = ((steps >= start) & (steps < start + length)).eq(valid).all()
+        host = torch.cat([one_run.view(1).to(length.dtype), length]).cpu()  # one transfer for both
+        return (start, length, host[1:]) if bool(host[0]) else None
 
     def _input_columns(self, j: int) -> slice:
         """The input units cell j reads."""
@@ -265,10 +266,10 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         x, *state = autocast_inputs(x, *state)
         n, k = self.wide, self.cell_size
         if runs:
-            start, lengths = runs
+            start, lengths, host_lengths = runs
             steps = torch.arange(T, device=x.device).unsqueeze(1)
             shifted = x.gather(0, (steps + start).clamp(max=T - 1).unsqueeze(-1).expand_as(x))
-            packed = nn.utils.rnn.pack_padded_sequence(shifted, lengths.clamp(min=1).cpu(), enforce_sorted=False)
+            packed = nn.utils.rnn.pack_padded_sequence(shifted, host_lengths.clamp(min=1), enforce_sorted=False)
             seq, order = packed.data, packed.sorted_indices
         else:
             seq, order = x, None
