@@ -86,8 +86,8 @@ def check_layer(name, impl):
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_layer_compiled_equals_eager(name):
     """Outputs, final state and every gradient (see assert_grads_close), left and right padding
-    (the parallel LSTM's eager path is its hand-written backward, so this also checks the step loop
-    against it; the torch layer's mask has a hole, the only case it does not hand to cuDNN)."""
+    (the parallel LSTM's eager path is torch's fused kernel per cell, so this also checks the step
+    loop against it; the torch layer's mask has a hole, the only case it does not hand to cuDNN)."""
     check_layer(name, "compiled")
 
 

@@ -1,11 +1,13 @@
-"""Parallel-cell recurrent layer: equivalence with torch RNNs, masking, padding, parameter counts
-(integers in every case), the state built from an encoder's hidden output, and the bidirectional
-wrapper (sizes, given states, no padding mask, beam reordering of both directions) with its size
-check and suggestion."""
+"""Parallel-cell recurrent layer: equivalence with torch RNNs, the fused kernel == the step (values
+and gradients; padded, masked, float64 and float32) and which calls take which, checkpoints of the
+weight layout, masking, padding, parameter counts (integers in every case), the state built from an
+encoder's hidden output, and the bidirectional wrapper (sizes, given states, no padding mask, beam
+reordering of both directions) with its size check and suggestion."""
 import pytest
 import torch
 from torch import nn
 
+from fairseq_local.modules import parallel_cell_rnn as pcr
 from fairseq_local.modules.parallel_cell_rnn import (
     BidirectionalLayer,
     ParallelCellRNNLayer,
@@ -190,39 +192,6 @@ def test_bidirectional_layer_equals_torch_bidirectional_lstm_with_left_padding()
     assert torch.equal(out[:2, 1], torch.zeros_like(out[:2, 1]))
     with pytest.raises(ValueError, match="divisible by wide=3"):
         bidirectional_parallel_cells(I, 1024, wide=3)
-
-
-def _grads(layer, x, state, pad, w_out):
-    for p in layer.parameters():
-        p.grad = None
-    x = x.clone().requires_grad_(True)
-    state = tuple(s.clone().requires_grad_(True) for s in state)
-    out, new_state = layer(x, state, pad)
-    loss = (out * w_out).sum() + sum((s * (i + 2)).sum() for i, s in enumerate(new_state))
-    loss.backward()
-    return [x.grad] + [s.grad for s in state] + [p.grad.clone() for p in layer.parameters()]
-
-
-@pytest.mark.parametrize("wide", [1, 3])
-def test_fused_lstm_backward_equals_autograd(wide):
-    """The hand-written backward of the LSTM recurrence (_BlockDiagonalLSTM) == autograd through
-    the step loop, with left padding, gradients w.r.t. input, initial state and every weight."""
-    torch.manual_seed(6)
-    T, B, I, m = 6, 3, 4, 6
-    layer = ParallelCellRNNLayer(I, m, wide=wide).double()
-    x = torch.randn(T, B, I, dtype=torch.float64)
-    state = (torch.randn(B, m, dtype=torch.float64), torch.randn(B, m, dtype=torch.float64))
-    pad = torch.zeros(T, B, dtype=torch.bool)
-    pad[:2, 1] = True
-    pad[:5, 2] = True
-    w_out = torch.randn(T, B, m, dtype=torch.float64)
-    for mask in (None, pad):
-        fused = _grads(layer, x, state, mask, w_out)
-        layer.force_autograd = True
-        ref = _grads(layer, x, state, mask, w_out)
-        layer.force_autograd = False
-        for a, b in zip(fused, ref):
-            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
 def test_fused_lstm_gradients_equal_torch_lstm():
@@ -499,7 +468,7 @@ def test_bidirectional_size_check_and_suggestion():
 def test_defaults_and_initialisation_bound():
     layer = ParallelCellRNNLayer(3, 6)
     assert (layer.wide, layer.cell, layer.cell_input, layer.cell_size) == (1, "lstm", "full", 6)
-    assert layer.masked_cells == () and layer.force_autograd is False
+    assert layer.masked_cells == ()
     torch.manual_seed(12)
     layer = ParallelCellRNNLayer(40, 64, wide=4)  # cells of k = 16 units: U(-1/sqrt(k), 1/sqrt(k)) = U(-0.25, 0.25)
     for name, p in layer.named_parameters():
@@ -571,21 +540,166 @@ def test_masking_with_any_batch_size(wide):
     torch.testing.assert_close(masked[..., : m - k], full[..., : m - k], rtol=0, atol=1e-12)
 
 
-def test_lstm_backward_with_frozen_recurrent_weights():
-    torch.manual_seed(16)
-    layer = ParallelCellRNNLayer(3, 6, wide=3).double()
-    layer.weight_hh.requires_grad_(False)
-    x = torch.randn(5, 2, 3, dtype=torch.float64, requires_grad=True)
-    layer(x)[0].sum().backward()
-    layer.force_autograd = True
-    x_ref = x.detach().clone().requires_grad_(True)
-    layer(x_ref)[0].sum().backward()
-    assert layer.weight_hh.grad is None
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=0, atol=1e-12)
-
-
 def test_slice_index_buffers_are_not_saved():
     """The slice reading's index buffers are rebuilt from the sizes: checkpoints hold the weights only."""
     layer = ParallelCellRNNLayer(7, 6, wide=3, cell_input="slice")
     assert set(layer.state_dict()) == {"weight_ih", "weight_hh", "bias"}
     assert torch.equal(layer.input_cell, torch.tensor([0, 0, 0, 1, 1, 2, 2]))
+
+
+# ------------------------------------------------------------------ the fused kernel == the step
+def _pad(T, B, layout):
+    """None, or a [T, B] padding mask: column b padded by b positions at the end (right) or the
+    start (left); "empty" is left padding with a column that is all padding."""
+    if layout == "none":
+        return None
+    steps = torch.arange(T).unsqueeze(1)
+    cut = torch.arange(B).unsqueeze(0)
+    pad = steps >= T - cut if layout == "right" else steps < cut
+    if layout == "empty":
+        pad[:, 1] = True
+    return pad
+
+
+def _counted_kernels(monkeypatch):
+    """Count the calls of the library's fused kernels the layer makes."""
+    calls = []
+    for cell, kernel in list(pcr.FUSED_KERNELS.items()):
+        def counted(*args, _kernel=kernel, **kwargs):
+            calls.append(args[0].shape)
+            return _kernel(*args, **kwargs)
+        monkeypatch.setitem(pcr.FUSED_KERNELS, cell, counted)
+    return calls
+
+
+def _run(layer, x, state, pad, monkeypatch, fused):
+    """Outputs, final state and the gradients of the input, the initial state and every parameter
+    of one call; ``fused=False`` forbids the fused kernel (no layer is narrow enough for it)."""
+    layer.zero_grad(set_to_none=True)
+    x = x.clone().requires_grad_(True)
+    state = tuple(s.clone().requires_grad_(True) for s in state)
+    with monkeypatch.context() as m:
+        if not fused:
+            m.setattr(pcr, "MAX_FUSED_CELLS", 0)
+        out, final = layer(x, state, pad)
+    w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    ((out * w).sum() + sum(((i + 2) * f.cos()).sum() for i, f in enumerate(final))).backward()
+    grads = [x.grad, *(s.grad for s in state), *(p.grad for p in layer.parameters())]
+    return [out, *final], grads
+
+
+@pytest.mark.parametrize("cell_input", ["full", "slice"])
+@pytest.mark.parametrize("wide", [1, 3, 5])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_fused_kernel_equals_the_step(cell, wide, cell_input, monkeypatch):
+    """float64: one library kernel call per cell (torch.lstm / gru / rnn_tanh) gives the step loop's
+    outputs, final states and the gradients of the input, the initial state and every parameter,
+    unpadded, right- and left-padded (a column all padding included), with masked cells."""
+    torch.manual_seed(17)
+    T, B, I = 6, 4, 7
+    layer = ParallelCellRNNLayer(I, 2 * wide, wide=wide, cell=cell, cell_input=cell_input).double()
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    state = tuple(torch.randn(B, 2 * wide, dtype=torch.float64) for _ in range(2 if cell == "lstm" else 1))
+    calls = _counted_kernels(monkeypatch)
+    for masked in ([], [wide - 1]) if wide > 1 else ([],):
+        layer.mask_cells(masked)
+        for layout in ("none", "right", "left", "empty"):
+            pad = _pad(T, B, layout)
+            del calls[:]
+            fused, fused_grads = _run(layer, x, state, pad, monkeypatch, fused=True)
+            assert len(calls) == wide, (layout, masked)  # the library's kernel, once per cell
+            step, step_grads = _run(layer, x, state, pad, monkeypatch, fused=False)
+            assert len(calls) == wide  # the reference ran no kernel
+            for a, b in zip(fused + fused_grads, step + step_grads):
+                torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=f"{layout}, masked {masked}")
+            if pad is not None:  # padding outputs zeros, an all-padding column keeps its state
+                assert not fused[0][pad].any()
+                for final, given in zip(fused[1:], state if not masked else ()):
+                    assert torch.equal(final[1], given[1]) if layout == "empty" else not torch.equal(final[1], given[1])
+            if masked:
+                assert not fused[0][..., -2:].any() and not fused[1][:, -2:].any()
+
+
+@pytest.mark.parametrize("layout", ["none", "left"])
+def test_fused_kernel_in_float32_equals_the_step(layout, monkeypatch):
+    """float32 runs oneDNN's LSTM on CPU (float64 runs torch's own kernel): the same results to
+    float32 rounding, in training and in eval mode."""
+    torch.manual_seed(18)
+    T, B, I = 7, 5, 12
+    layer = ParallelCellRNNLayer(I, 12, wide=3)
+    x = torch.randn(T, B, I)
+    state = (torch.randn(B, 12), torch.randn(B, 12))
+    calls = _counted_kernels(monkeypatch)
+    for training in (True, False):
+        layer.train(training)
+        fused, fused_grads = _run(layer, x, state, _pad(T, B, layout), monkeypatch, fused=True)
+        step, step_grads = _run(layer, x, state, _pad(T, B, layout), monkeypatch, fused=False)
+        for a, b in zip(fused + fused_grads, step + step_grads):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert len(calls) == 2 * 3
+
+
+def test_the_step_runs_where_the_fused_kernel_does_not_apply(monkeypatch):
+    """A caller's input projection (input feeding), one step, masks that are not one run per
+    column, layers wider than MAX_FUSED_CELLS and the compiled path run the step."""
+    torch.manual_seed(19)
+    T, B, I = 5, 3, 4
+    calls = _counted_kernels(monkeypatch)
+    layer = ParallelCellRNNLayer(I, 6, wide=3).double()
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    hole = torch.zeros(T, B, dtype=torch.bool)
+    hole[2, 1] = True
+    proj = torch.nn.functional.linear(x, layer.weight_ih, layer.bias)
+    assert layer.fused_runs(x, None, None) == () and len(calls) == 0
+    for args in ((x, None, proj), (x[:1], None, None), (x, hole, None)):
+        assert layer.fused_runs(*args) is None
+        out, _ = layer(args[0], None, args[1], input_proj=args[2])
+    assert not out[2, 1].any()  # the hole keeps the state and outputs zeros
+    wide = ParallelCellRNNLayer(I, 2 * (pcr.MAX_FUSED_CELLS + 1), wide=pcr.MAX_FUSED_CELLS + 1).double()
+    assert wide.fused_runs(x, None, None) is None
+    wide(x)
+    layer.rnn_impl = "compiled"
+    assert layer.fused_runs(x, None, None) is None
+    assert len(calls) == 0
+
+
+@pytest.mark.parametrize("cell,cell_input", [("lstm", "full"), ("lstm", "slice"), ("gru", "slice")])
+def test_a_checkpoint_of_the_layout_loads_and_both_paths_give_its_outputs(cell, cell_input, tmp_path, monkeypatch):
+    """Checkpoints hold the parallel cells in one layout (``weight_ih`` [n*G*k, I] or [G*k, I],
+    ``weight_hh`` [n, k, G*k] with cell j's U^j transposed, ``bias`` [n*G*k], GRU's ``bias_hn``
+    [n, 1, k]): a state dict written in it from n torch RNNs, saved and loaded with weights_only,
+    gives the torch RNNs' outputs on the fused and on the step path."""
+    torch.manual_seed(20)
+    T, B, I, n, k = 5, 3, 6, 3, 2
+    g = 4 if cell == "lstm" else 3
+    widths = (I // n,) * n if cell_input == "slice" else (I,) * n
+    refs = [TORCH_RNN[cell](widths[j], k).double() for j in range(n)]
+    b_hh = [r.bias_hh_l0.detach() for r in refs]
+    hidden_bias = [torch.cat([b[: 2 * k], b.new_zeros(k)]) if cell == "gru" else b for b in b_hh]
+    written = {
+        "weight_ih": (torch.cat([r.weight_ih_l0.detach() for r in refs]) if cell_input == "full"
+                      else torch.cat([r.weight_ih_l0.detach() for r in refs], 1)),
+        "weight_hh": torch.stack([r.weight_hh_l0.detach().t() for r in refs]),
+        "bias": torch.cat([r.bias_ih_l0.detach() + b for r, b in zip(refs, hidden_bias)]),
+    }
+    if cell == "gru":
+        written["bias_hn"] = torch.stack([b[2 * k:] for b in b_hh]).unsqueeze(1)
+    torch.save(written, tmp_path / "layer.pt")
+    layer = ParallelCellRNNLayer(I, n * k, wide=n, cell=cell, cell_input=cell_input).double()
+    assert {name: tuple(t.shape) for name, t in layer.state_dict().items()} == {
+        name: tuple(t.shape) for name, t in written.items()}
+    layer.load_state_dict(torch.load(tmp_path / "layer.pt", weights_only=True))
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    pad = _pad(T, B, "left")
+    cols = torch.arange(I).tensor_split(n) if cell_input == "slice" else [torch.arange(I)] * n
+    expected = torch.stack([torch.cat([torch.cat([x.new_zeros(b, k), refs[j](x[b:, b:b + 1, cols[j]])[0][:, 0]])
+                                       for j in range(n)], -1) for b in range(B)], 1)
+    calls = _counted_kernels(monkeypatch)
+    with torch.no_grad():
+        fused, _ = layer(x, None, pad)
+        with monkeypatch.context() as m:
+            m.setattr(pcr, "MAX_FUSED_CELLS", 0)
+            step, _ = layer(x, None, pad)
+    assert len(calls) == n
+    torch.testing.assert_close(fused, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(step, expected, rtol=0, atol=1e-12)

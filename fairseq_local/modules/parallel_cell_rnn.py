@@ -19,13 +19,20 @@ so the full recurrent matrix is block-diagonal: U = diag(U^1, ..., U^n). ``wide 
 standard LSTM (``torch.nn.LSTM`` with the same weights) in either reading. GRU and vanilla-tanh
 cells are supported with torch's equations.
 
-Vectorisation: the input projection of all cells for all steps is one matrix product before the time
-loop (for ``"slice"`` one batched product over the cells, ``[n, T*B, I/n] x [n, I/n, G*k]``), and
-each step's block-diagonal recurrence is one ``torch.baddbmm`` over the cell dimension (weights
-``[n, k, G*k]``); there is no loop over cells. For LSTM cells the time loop is one autograd
-node (``_BlockDiagonalLSTM``) with a hand-written backward: the recurrent weight gradient is one
-batched product over all steps instead of T small ones (tested against autograd and nn.LSTM).
-With ``wide = 1`` (a standard LSTM), unpadded multi-step calls use torch's fused LSTM kernel.
+Two paths, one cell definition and one set of weights:
+
+* **the library's fused kernel** (``torch.lstm`` / ``torch.gru`` / ``torch.rnn_tanh``: oneDNN on CPU,
+  cuDNN on GPU), once per cell over the whole sequence, where no per-step input intervenes: eager
+  calls of more than one step on the layer's own input (language models, encoders, decoders without
+  input feeding), unpadded or with each column's real positions one contiguous run (left- or
+  right-padded: packed, so padded positions keep the state), wide <= ``MAX_FUSED_CELLS``;
+* **the step** (:meth:`ParallelCellRNNLayer._step`) through ``fast_path.scan`` otherwise: an
+  input-feeding decoder's steps (``input_proj``), the compiled or captured paths (``--rnn-impl``),
+  other masks, wider layers.  Its input projection of all cells for all steps is one product before
+  the loop (for ``"slice"`` one batched product over the cells), and each step's block-diagonal
+  recurrence is one ``torch.baddbmm`` over the cell dimension (weights ``[n, k, G*k]``).
+
+Both give the same outputs, final states and gradients (tested in float64).
 
 Parameters per layer (input size I, G = 4 gates for LSTM, 3 for GRU, 1 for vanilla):
     input weights      G * m * I   (full: every cell reads the whole input)
@@ -50,8 +57,9 @@ Layer contract (shared by fairseq_local's recurrent layers):
     are incremental decoding. ``reorder_state(state, new_order)`` follows beam reordering.
 
 Cell masking (paper Section 4.1, Figure 4): ``layer.mask_cells([i])`` zeroes cell i's hidden state
-h^i_t at every step at test time (its output slice is 0 and its recurrence sees 0);
-``layer.mask_cells([])`` restores the layer. Other cells' outputs are unaffected by construction.
+at every step at test time, the incoming one included (its output slice is 0 and its recurrence
+sees 0); ``layer.mask_cells([])`` restores the layer. Other cells' outputs are unaffected by
+construction.
 """
 from typing import Iterable, Optional, Tuple
 
@@ -60,11 +68,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fairseq_local.modules.amp import autocast_inputs
-from fairseq_local.modules.fast_path import FastPathMixin, Layout, in_trace, scan
+from fairseq_local.modules.fast_path import FastPathMixin, Layout, active_mask, in_trace, scan
 
 State = Tuple[Tensor, ...]
 
 CELL_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+FUSED_KERNELS = {"lstm": torch.lstm, "gru": torch.gru, "rnn": torch.rnn_tanh}  # torch.nn.LSTM / GRU / RNN's
+MAX_FUSED_CELLS = 5  # wider layers run the step, whose recurrence is one product over all cells
 CELL_INPUTS = ("full", "slice")
 STEP_LAYOUT = Layout(carry=(1, 1), seq=(2,))  # the step loop's batch axes: cells come first
 
@@ -112,7 +122,6 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         # GRU's hidden bias of the candidate, b_hn (inside r * (U h + b_hn)), laid out [n, 1, k]
         self.bias_hn = nn.Parameter(torch.empty(wide, 1, k)) if cell == "gru" else None
         self.masked_cells: Tuple[int, ...] = ()
-        self.force_autograd = False  # LSTM: step with autograd instead of _BlockDiagonalLSTM (tests)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -198,46 +207,108 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
             state = self.zero_state(B, x)
         if T == 0:
             return x.new_zeros(0, B, self.hidden_size), tuple(state)
-        return getattr(self, self.implementation(x, padding_mask, input_proj))(x, state, padding_mask, input_proj)
+        if self.masked_cells:  # a masked cell's incoming hidden state is zero too
+            state = (state[0] * self._cell_keep(state[0]).repeat_interleave(self.cell_size),) + tuple(state[1:])
+        runs = self.fused_runs(x, padding_mask, input_proj)
+        if runs is not None:
+            return self._fused(x, state, runs)
+        return self._stepped(x, state, padding_mask, input_proj)
 
-    def implementation(self, x: Tensor, padding_mask: Optional[Tensor], input_proj: Optional[Tensor]) -> str:
-        """The method that runs this call:
+    def _cell_keep(self, like: Tensor) -> Tensor:
+        """``[n]``: 0 for the masked cells, 1 for the others."""
+        keep = like.new_ones(self.wide)
+        keep[list(self.masked_cells)] = 0
+        return keep
 
-        * ``_fused_standard_lstm``: wide = 1 LSTM cells (a standard LSTM), an unpadded multi-step
-          call, nothing masked: torch's fused kernel (oneDNN, cuDNN);
-        * ``_block_diagonal_lstm``: LSTM cells on the eager path: the time loop is one autograd node
-          with a hand-written backward;
-        * ``_stepped``: the step loop (:meth:`_step`): GRU and tanh cells, masked cells,
-          ``force_autograd``, the compiled or captured path (``--rnn-impl``) and inside a compiled
-          or captured decoder step."""
-        plain_lstm = self.cell == "lstm" and not self.masked_cells and not self.force_autograd
-        if plain_lstm and self.wide == 1 and x.size(0) > 1 and padding_mask is None and input_proj is None:
-            return "_fused_standard_lstm"
-        if plain_lstm and not self.execution(x).fast and not in_trace():
-            return "_block_diagonal_lstm"
-        return "_stepped"
+    def fused_runs(self, x: Tensor, padding_mask: Optional[Tensor], input_proj: Optional[Tensor]):
+        """Whether this call runs the fused kernel (module doc): None for the step; else ``()`` when
+        every position is real, or each column's one run of real positions, ``(start[B], length[B])``
+        and the lengths on the host."""
+        if (input_proj is not None or x.size(0) < 2 or self.wide > MAX_FUSED_CELLS or in_trace()
+                or self.execution(x).fast):
+            return None
+        mask = active_mask(padding_mask)
+        if mask is None:
+            return ()
+        T = x.size(0)
+        valid = ~mask
+        steps = torch.arange(T, device=x.device).unsqueeze(1)
+        length = valid.sum(0)
+        start = torch.where(valid, steps, T).min(0).values.masked_fill(length == 0, 0)
+        one_run = ((steps >= start) & (steps < start + length)).eq(valid).all()
+        host = torch.cat([one_run.view(1).to(length.dtype), length]).cpu()  # one transfer for both
+        return (start, length, host[1:]) if bool(host[0]) else None
+
+    def _input_columns(self, j: int) -> slice:
+        """The input units cell j reads."""
+        if self.cell_input == "full":
+            return slice(0, self.input_size)
+        widths = input_slices(self.input_size, self.wide)
+        return slice(sum(widths[:j]), sum(widths[: j + 1]))
+
+    def _cell_weights(self, j: int, dtype: torch.dtype):
+        """Cell j's weights as torch's RNNs take them: ``[W_ih, W_hh, b_ih, b_hh]``; a masked cell's
+        recurrent weights are zero (its recurrence sees h = 0)."""
+        k, g = self.cell_size, self.num_gates
+        rows = slice(j * g * k, (j + 1) * g * k)
+        w_ih = self.weight_ih[rows] if self.cell_input == "full" else self.weight_ih[:, self._input_columns(j)]
+        w_hh = self.weight_hh[j].t()
+        if j in self.masked_cells:
+            w_hh = torch.zeros_like(w_hh)
+        b_ih = self.bias[rows]
+        b_hh = b_ih.new_zeros(g * k) if self.cell != "gru" else torch.cat([b_ih.new_zeros(2 * k), self.bias_hn[j, 0]])
+        return [w.to(dtype).contiguous() for w in (w_ih, w_hh, b_ih, b_hh)]
+
+    def _fused(self, x: Tensor, state: State, runs) -> Tuple[Tensor, State]:
+        """The fused kernel once per cell over the whole sequence (``runs``: :meth:`fused_runs`);
+        a left- or right-padded batch is shifted so each column starts at 0, packed, and shifted back."""
+        T, B, _ = x.shape
+        x, *state = autocast_inputs(x, *state)
+        n, k = self.wide, self.cell_size
+        if runs:
+            start, lengths, host_lengths = runs
+            steps = torch.arange(T, device=x.device).unsqueeze(1)
+            shifted = x.gather(0, (steps + start).clamp(max=T - 1).unsqueeze(-1).expand_as(x))
+            packed = nn.utils.rnn.pack_padded_sequence(shifted, host_lengths.clamp(min=1), enforce_sorted=False)
+            seq, order = packed.data, packed.sorted_indices
+        else:
+            seq, order = x, None
+        kernel, outs, finals = FUSED_KERNELS[self.cell], [], []
+        # a loop over cells: n <= MAX_FUSED_CELLS kernel calls, each over the whole sequence
+        for j in range(n):
+            hx = [s[:, j * k:(j + 1) * k] for s in state]
+            hx = [(h if order is None else h.index_select(0, order)).unsqueeze(0).contiguous() for h in hx]
+            inp = seq[..., self._input_columns(j)]
+            args = (inp,) if order is None else (inp, packed.batch_sizes)
+            hx = tuple(hx) if self.cell == "lstm" else hx[0]
+            flags = (True, 1, 0.0, self.training, False) + ((False,) if order is None else ())
+            out, *final = kernel(*args, hx, self._cell_weights(j, x.dtype), *flags)
+            outs.append(out)
+            finals.append([f[0] for f in final])
+        out = torch.cat(outs, -1)
+        final = [torch.cat(parts, -1) for parts in zip(*finals)]
+        if order is not None:
+            out, _ = nn.utils.rnn.pad_packed_sequence(packed._replace(data=out), total_length=T)
+            out = out.gather(0, (steps - start).clamp(min=0).unsqueeze(-1).expand(T, B, self.hidden_size))
+            valid = (steps >= start) & (steps < start + lengths)
+            out = out * valid.unsqueeze(-1).to(out.dtype)
+            final = [torch.where((lengths > 0).unsqueeze(-1), f.index_select(0, packed.unsorted_indices), s)
+                     for f, s in zip(final, state)]
+        if self.masked_cells:
+            keep = self._cell_keep(out).repeat_interleave(k)
+            out, final[0] = out * keep, final[0] * keep
+        return out, tuple(final)
 
     def _projected(self, x: Tensor, input_proj: Optional[Tensor]) -> Tensor:
         """The input projection of every cell at every step, ``[T, B, n, G*k]``."""
         xproj = input_proj if input_proj is not None else self._input_projection(x)
         return xproj.view(x.size(0), x.size(1), self.wide, self.num_gates * self.cell_size)
 
-    def _block_diagonal_lstm(self, x: Tensor, state: State, padding_mask: Optional[Tensor],
-                             input_proj: Optional[Tensor]) -> Tuple[Tensor, State]:
-        T, B, _ = x.shape
-        h, c = state
-        keep = None if padding_mask is None else (~padding_mask).view(T, 1, B, 1).to(x.dtype)
-        out, h, c = _BlockDiagonalLSTM.apply(*autocast_inputs(self._projected(x, input_proj), self._cells_first(h),
-                                                              self._cells_first(c), self.weight_hh, keep))
-        return out.view(T, B, self.hidden_size), (self._batch_first(h), self._batch_first(c))
-
     def _stepped(self, x: Tensor, state: State, padding_mask: Optional[Tensor],
                  input_proj: Optional[Tensor]) -> Tuple[Tensor, State]:
+        """The step loop (:meth:`_step`) through ``fast_path.scan``: eager, compiled or captured."""
         T, B, _ = x.shape
-        keep_cells = None
-        if self.masked_cells:
-            keep_cells = x.new_ones(self.wide, 1, 1)
-            keep_cells[list(self.masked_cells)] = 0
+        keep_cells = self._cell_keep(x).view(self.wide, 1, 1) if self.masked_cells else None
         h, *rest = state
         carry = (self._cells_first(h), self._cells_first(rest[0]) if rest else None)
         # [T, n, B, G*k]: one contiguous block per step
@@ -279,16 +350,6 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         return (h_new.masked_fill(pad, 0.0),), (torch.where(pad, h, h_new),
                                                 None if c is None else torch.where(pad, c, c_new))
 
-    def _fused_standard_lstm(self, x: Tensor, state: State, padding_mask: None = None,
-                             input_proj: None = None) -> Tuple[Tensor, State]:
-        """wide=1 is exactly a standard LSTM: run whole unpadded sequences through torch's fused
-        kernel (oneDNN on CPU, cuDNN on GPU), as ``torch.nn.LSTM`` does."""
-        h0, c0 = state
-        weights = [self.weight_ih, self.weight_hh[0].t().contiguous(), self.bias, self.bias.new_zeros(self.bias.shape)]
-        out, h, c = torch.lstm(x, (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()), weights,
-                               True, 1, 0.0, self.training, False, False)
-        return out, (h[0], c[0])
-
     # ------------------------------------------------------------------ conversion
     @torch.no_grad()
     def load_cell_from_torch(self, j: int, rnn: nn.Module):
@@ -296,10 +357,7 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
         ``cell_size`` units into cell j (e.g. to import pretrained weights; wide=1 takes a whole
         standard RNN)."""
         k, g = self.cell_size, self.num_gates
-        cols = slice(0, self.input_size)
-        if self.cell_input == "slice":
-            widths = input_slices(self.input_size, self.wide)
-            cols = slice(sum(widths[:j]), sum(widths[: j + 1]))
+        cols = self._input_columns(j)
         if rnn.hidden_size != k or rnn.input_size != cols.stop - cols.start or rnn.num_layers != 1:
             raise ValueError(
                 f"cannot load a {type(rnn).__name__}({rnn.input_size}, {rnn.hidden_size}, "
@@ -322,87 +380,9 @@ class ParallelCellRNNLayer(FastPathMixin, nn.Module):
             self.bias[rows] = b_ih + b_hh
 
 
-class _BlockDiagonalLSTM(torch.autograd.Function):
-    """The LSTM recurrence of all cells over all steps with a hand-written backward pass.
-
-    forward(xproj[T, B, n, 4k], h0[n, B, k], c0[n, B, k], W[n, k, 4k], keep[T, 1, B, 1] or None)
-    -> (out[T, B, n, k], h_T, c_T). ``keep`` is 1 at real positions and 0 at padding (state kept,
-    output 0). Compared with autograd through the step loop, the backward pass keeps one node for
-    the whole sequence and computes the recurrent weight gradient as one batched product over all
-    steps, sum_t h_{t-1}^T dgates_t = bmm(H_prev^T, dGates), instead of T small ones.  Input,
-    output and the input gradient stay in the layout of the layer's input projection and output
-    ([T, B, cells, units]); each step reads and writes them through cell-major views, so no
-    sequence-sized transposed copy is made.
-    """
-
-    @staticmethod
-    def forward(ctx, xproj, h, c, weight, keep):
-        T = xproj.size(0)
-        acts = xproj.new_empty((T,) + h.shape[:2] + (weight.size(-1),))  # sigm(i), sigm(f), tanh(g), sigm(o)
-        h_prev = xproj.new_empty((T,) + h.shape)
-        c_prev = xproj.new_empty((T,) + c.shape)
-        tanh_c = xproj.new_empty((T,) + c.shape)
-        out = xproj.new_empty((T, h.size(1), h.size(0), h.size(2)))
-        keep_bool = None if keep is None else keep.bool()
-        for t in range(T):
-            h_prev[t], c_prev[t] = h, c
-            gates = torch.baddbmm(xproj[t].transpose(0, 1), h, weight)
-            i, f, g, o = gates.chunk(4, dim=-1)
-            a = acts[t]
-            ai, af, ag, ao = a.chunk(4, dim=-1)
-            torch.sigmoid(i, out=ai), torch.sigmoid(f, out=af), torch.tanh(g, out=ag), torch.sigmoid(o, out=ao)
-            c_new = af * c + ai * ag
-            torch.tanh(c_new, out=tanh_c[t])
-            h_new = ao * tanh_c[t]
-            if keep is None:
-                out[t] = h_new.transpose(0, 1)
-                h, c = h_new, c_new
-            else:
-                real = keep_bool[t]
-                out[t] = (h_new * keep[t]).transpose(0, 1)
-                h, c = torch.where(real, h_new, h), torch.where(real, c_new, c)
-        ctx.save_for_backward(acts, h_prev, c_prev, tanh_c, weight, keep)
-        return out, h, c
-
-    @staticmethod
-    def backward(ctx, d_out, d_h, d_c):
-        acts, h_prev, c_prev, tanh_c, weight, keep = ctx.saved_tensors
-        T, n, B, k = h_prev.shape
-        d_gates = acts.new_empty((T, B, n, 4 * k))  # the layout of xproj
-        d_h = torch.zeros_like(h_prev[0]) if d_h is None else d_h.clone()
-        d_c = torch.zeros_like(c_prev[0]) if d_c is None else d_c.clone()
-        w_t = weight.transpose(1, 2)
-        for t in range(T - 1, -1, -1):
-            dh_new = d_h if d_out is None else d_h + d_out[t].transpose(0, 1)
-            dc_new = d_c
-            if keep is not None:
-                k_t = keep[t]
-                dh_new, dc_new = dh_new * k_t, d_c * k_t
-                d_h_skip, d_c_skip = d_h * (1 - k_t), d_c * (1 - k_t)
-            ai, af, ag, ao = acts[t].chunk(4, dim=-1)
-            tc = tanh_c[t]
-            dc_tot = dc_new + dh_new * ao * (1 - tc * tc)
-            d_gates_t = d_gates[t].transpose(0, 1)  # [n, B, 4k] view
-            gi, gf, gg, go = d_gates_t.chunk(4, dim=-1)
-            torch.mul(dc_tot * ag, ai * (1 - ai), out=gi)
-            torch.mul(dc_tot * c_prev[t], af * (1 - af), out=gf)
-            torch.mul(dc_tot * ai, 1 - ag * ag, out=gg)
-            torch.mul(dh_new * tc, ao * (1 - ao), out=go)
-            d_c = dc_tot * af
-            d_h = torch.bmm(d_gates_t, w_t)
-            if keep is not None:
-                d_h, d_c = d_h + d_h_skip, d_c + d_c_skip
-        d_weight = None
-        if ctx.needs_input_grad[3]:  # one product over all steps: [n, k, T*B] @ [n, T*B, 4k]
-            hs = h_prev.permute(1, 3, 0, 2).reshape(n, k, T * B)
-            d_weight = torch.bmm(hs, d_gates.permute(2, 0, 1, 3).reshape(n, T * B, 4 * k))
-        return d_gates, d_h, d_c, d_weight, None
-
-
 def recurrent_parameter_count(hidden_size: int, wide: int, num_layers: int = 1, cell="lstm") -> int:
     """The paper's Table 2 "recurrent parameters size": G * m^2 / n per layer."""
     return num_layers * CELL_GATES[cell] * hidden_size * hidden_size // wide
-
 
 
 class BidirectionalLayer(nn.Module):
