@@ -27,8 +27,9 @@ import pytest
 from fairseq.data import data_utils
 
 from contract_lib import REPO, make_translation_data
+from doc_snippets import check_command, extract_blocks, simple_commands
 
-from fairseq_local_repro.gpu import acceptance, acceptance_corpus, run_all
+from fairseq_local_repro.gpu import acceptance, acceptance_corpus, acceptance_train, run_all
 
 GPU = REPO / "scripts" / "gpu"
 
@@ -438,19 +439,22 @@ def test_acceptance_time_box_cuts_a_part_and_the_rest_still_runs(tmp_path, accep
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
     out = tmp_path / "out"
-    rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn",
+    rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn,gencnn",
                           "--modes", "graphs,eager", "--budget-minutes", "0.1", "--reserve", "0", "--min-box", "1",
                           "--graphs-options", "--rnn-impl eager"])
     assert rc == 1
     report = json.loads((out / "acceptance.json").read_text())
-    runs = report["families"]["mc_rnn"]["runs"]
-    assert [runs[m]["status"] for m in ("graphs", "eager")] == ["timeout", "timeout"]
-    assert runs["graphs"]["box_s"] == pytest.approx(4.5, abs=0.5) and runs["graphs"]["seconds"] <= runs["graphs"]["box_s"] + 2
-    assert runs["eager"]["seconds"] > 0  # it ran after the first was cut
+    fams = report["families"]
+    assert [(f, m, fams[f]["runs"][m]["status"]) for f in ("mc_rnn", "gencnn") for m in ("graphs", "eager")] == [
+        ("mc_rnn", "graphs", "timeout"), ("mc_rnn", "eager", "timeout"),
+        ("gencnn", "graphs", "timeout"), ("gencnn", "eager", "timeout")]
+    assert fams["mc_rnn"]["box_s"] == pytest.approx(3, abs=0.5) and fams["mc_rnn"]["seconds"] <= fams["mc_rnn"]["box_s"] + 2
+    assert fams["gencnn"]["seconds"] > 0  # it ran after the first family was cut
+    assert fams["mc_rnn"]["runs"]["graphs"]["error"] == "killed at the end of the family's time box"
     assert report["verdict"] == "failed" and "mc_rnn: graphs: timeout" in "\n".join(report["reasons"])
     assert acceptance.check_schema(report) == []
     log = (out / "acceptance.log").read_text()
-    assert "mc_rnn graphs: timeout" in log and "mc_rnn eager: timeout" in log
+    assert "mc_rnn graphs: timeout" in log and "gencnn eager: timeout" in log
 
 
 def test_acceptance_time_boxes_share_what_is_left():
@@ -458,13 +462,16 @@ def test_acceptance_time_boxes_share_what_is_left():
     assert acceptance.time_box(0, 100, [3, 1, 1]) == pytest.approx(60)
     assert acceptance.time_box(10, 100, [1, 1]) == pytest.approx(45)
     assert acceptance.time_box(120, 100, [1]) == 0
-    assert acceptance.soft_stop(60, 25) == 35 and acceptance.soft_stop(30, 25) == 15
+    # inside a family: a run stops at its share of the family's time left, less the start-up margin
+    assert acceptance_train.stop_after(1100, 1000, [3, 1, 1], 15) == pytest.approx(45)
+    assert acceptance_train.stop_after(1100, 1000, [1], 15) == pytest.approx(85)
+    assert acceptance_train.stop_after(1020, 1000, [1, 1], 15) == pytest.approx(5)  # at least half its share
 
 
-def _run(status="ok", updates=200, tokens=1000.0, fallbacks=0, captured=10):
+def _run(status="ok", updates=200, tokens=1000.0, fallbacks=0, captured=10, later=0):
     return {"status": status, "updates": updates, "tokens_per_s": tokens, "graph_fallbacks": fallbacks,
             "graphs_captured": captured, "peak_memory_bytes": 2**30, "command": "x", "box_s": 1, "seconds": 1,
-            "capture_s": 0.5, "capture_ahead_s": 0.5, "variants": 4}
+            "capture_s": 0.5, "capture_ahead_s": 0.5, "variants": 4, "captures_after_epoch_1": later}
 
 
 def test_acceptance_verdict_is_never_ok_with_a_fallback_or_a_missing_family():
@@ -476,6 +483,8 @@ def test_acceptance_verdict_is_never_ok_with_a_fallback_or_a_missing_family():
     assert acceptance.family_verdict("mc_rnn", {**ok, "graphs": _run(captured=0)}) == (
         "failed", ["graphs: no CUDA graph captured (the captured path did not run)"])
     assert acceptance.family_verdict("parallel_lm", {**ok, "graphs": _run(captured=0)}) == ("ok", [])  # fused cells
+    assert acceptance.family_verdict("dpn_s2s", {**ok, "graphs": _run(later=2)}) == (
+        "failed", ["graphs: 2 graphs captured after epoch 1 (the declared shapes are all captured in the first)"])
     assert acceptance.family_verdict("mc_rnn", {"graphs": _run(), "eager": _run()}) == ("failed", ["baseline: not run"])
     assert acceptance.family_verdict("gencnn", {**ok, "eager": _run("short")})[0] == "failed"
 
@@ -494,8 +503,11 @@ def test_acceptance_verdict_is_never_ok_with_a_fallback_or_a_missing_family():
     assert acceptance.run_record("eager", 1, {"updates": 60, "error": "boom", "fast_path": {}}, args)["status"] == "failed"
     assert acceptance.run_record("eager", None, None, args)["status"] == "timeout"
     rec = acceptance.run_record("graphs", 0, {"updates": 200, "tokens_per_s": 5.0, "fast_path": {
-        "graphs_captured": 12, "graph_fallbacks": 0, "variants": {"enc": 3, "dec": 5}}}, args)
-    assert (rec["graphs_captured"], rec["variants"], rec["graph_fallbacks"]) == (12, 8, 0)
+        "graphs_captured": 12, "graph_fallbacks": 0, "variants": {"enc": 3, "dec": 5}}, "epochs": [
+        {"epoch": 1, "updates": 100, "graphs_captured": 9}, {"epoch": 2, "updates": 100, "graphs_captured": 1},
+        {"epoch": 3, "updates": 0, "graphs_captured": 2}]}, args)
+    assert (rec["graphs_captured"], rec["variants"], rec["graph_fallbacks"], rec["captures_after_epoch_1"]) == (
+        12, 8, 0, 3)
 
 
 def test_acceptance_families_use_their_bench_comparison():
@@ -557,6 +569,7 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
     assert g["status"] == "ok", g
     res = g["result"]
     assert res["updates"] == g["updates"] == 3 and res["error"] is None and res["device"] == "cpu"
+    assert res["mode"] == "graphs" and 0 < res["stop_after_s"] and g["seconds"] == res["seconds"] > 0
     assert res["target_tokens"] > 0 and g["tokens_per_s"] > 0 and res["train_seconds"] > 0
     assert [e["updates"] for e in res["epochs"]] and sum(e["updates"] for e in res["epochs"]) == 3
     assert res["fast_path"]["graph_fallbacks"] == g["graph_fallbacks"] == 0 and g["graphs_captured"] == 0
@@ -566,9 +579,31 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
     assert report["verdict"] == "failed" and "parallel_lm: not run" in report["reasons"]
     assert report["corpus"]["pairs"]["train"] == 60
     log = (out / "acceptance.log").read_text()
-    assert "acceptance_train: 3 updates" in log and "verdict: failed" in log
+    assert "acceptance_train: graphs: 3 updates" in log and "verdict: failed" in log
 
     broken = dict(report, verdict="great", families={"mc_rnn": {"runs": {"graphs": {"status": "fine"}}}})
     problems = acceptance.check_schema(broken)
     assert "verdict: 'great'" in problems and "families.mc_rnn.runs.graphs.status: 'fine'" in problems
     assert "families.mc_rnn.arch: missing" in problems
+
+
+def test_acceptance_device_call_in_the_docs_fits_the_call():
+    """docs/gpu.md's device call: at most 2000 characters, valid bash, at most 8 carried paths, all
+    ignored by git under gpu_kit/; bootstrap's and the runner's options accepted; the bootstrap's
+    time limit, the runner's deadline and the final kill all inside 9 minutes of the call's start."""
+    (block,) = [b for b in extract_blocks(REPO / "docs" / "gpu.md") if "command: " in b.code]
+    fields = dict(line.split(": ", 1) for line in block.code.strip().splitlines())
+    command, carry = fields["command"], json.loads(fields["carry"])
+    assert len(command) <= 2000 and 0 < len(carry) <= 8 and int(fields["timeout_s"]) <= 600
+    assert subprocess.run(["bash", "-n", "-c", command]).returncode == 0
+    for path in carry:
+        assert path.startswith("gpu_kit/") and sh("git", "check-ignore", "-q", path, ok=False).returncode == 0
+    (boot,) = [argv for _, argv in simple_commands(command) if "scripts/gpu/bootstrap.sh" in argv]
+    assert check_command(boot[boot.index("bash"):]) is None
+    (run,) = [argv for _, argv in simple_commands(command) if "scripts/gpu/acceptance.py" in argv]
+    run = run[run.index("python"):]
+    args = acceptance.parse_args([{"$OUT": "out", "$S": "1000"}.get(a, a) for a in run[2:]])
+    boot_limit = int(re.search(r"timeout (\d+) bash scripts/gpu/bootstrap.sh", command).group(1))
+    kill, grace = map(int, re.search(r"timeout -k (\d+) \$\(\(S \+ (\d+) -", command).groups()[::-1])
+    deadline = args.started_at + 60 * args.budget_minutes - args.reserve - 1000
+    assert boot_limit + 60 < deadline < kill and kill + grace <= 9 * 60, (boot_limit, deadline, kill, grace)

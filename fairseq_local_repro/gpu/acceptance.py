@@ -12,16 +12,19 @@ genCNN, DPN-S2S, each with the model and fairseq baseline of its main speed comp
 * ``eager``: the same run with ``--rnn-impl eager``, ``--compare-updates`` updates;
 * ``baseline``: the family's fairseq baseline, ``--compare-updates`` updates.
 
-Each run is its own process (:mod:`.acceptance_train`), time-boxed: the graphs runs of every family
-first, then the eager runs, then the baselines, each given its weight's share (``--weights``) of the
-time left before the deadline (``--started-at`` + ``--budget-minutes``, so a device call's install
-counts), told to stop there (fairseq's ``--stop-time-hours``, ``--soft-margin`` seconds before) and
-killed, with its process group, at its box's end.  A run cut off is recorded as such (``timeout``)
-and the rest still runs.  OUT/acceptance.json (rewritten after every run) has per family each run's
-updates, tokens/s, peak memory and ``fast_path.stats()`` (variants, graphs captured, capture and
-capture-ahead seconds, fallbacks, graph bytes), the graphs' ratios to eager and to the baseline,
-and a verdict: ``ok`` only when every family's three runs finished, its graphs run met no fallback
-and captured graphs (:func:`family_verdict`); OUT/acceptance.log has every run's output.
+Each family's runs go one after the other in one process (:mod:`.acceptance_train`: a start-up
+per family, not per run), the family time-boxed: it gets an equal share of the time left before
+the deadline (``--started-at`` + ``--budget-minutes``, so a device call's install counts), so the
+time a family leaves unused goes to the families after it; inside it each run is told to stop
+(fairseq's ``--stop-time-hours``) at its weight's share (``--weights``) of the family's time left,
+less ``--soft-margin`` seconds for start-up and validation; the process, with its process group,
+is killed at the box's end.  A run cut off is recorded as such (``timeout``; stopped before its
+updates: ``short``) and the rest still runs.  OUT/acceptance.json (rewritten after every family)
+has per family each run's updates, tokens/s, peak memory and ``fast_path.stats()`` (variants,
+graphs captured, capture and capture-ahead seconds, fallbacks, graph bytes, graphs captured per
+epoch), the graphs' ratios to eager and to the baseline, and a verdict: ``ok`` only when every family's three runs finished, its
+graphs run met no fallback, captured graphs and captured none after its first epoch
+(:func:`family_verdict`); OUT/acceptance.log has every run's output.
 
 CPU checks (tests/test_gpu_kit.py): ``--cpu --tiny`` (tiny models and batches) with
 ``--graphs-options "--rnn-impl eager"``, which stands in for the GPU-only options.
@@ -50,13 +53,13 @@ DATA_OPTIONS = {"translation": "--source-lang de --target-lang en",
                 "lattice": "--source-lang zh --target-lang en"}
 # family: its main speed comparison (bench_entries.ENTRIES), corpus, and whether its training loop
 # is captured (the parallel-cell LM runs the fused cuDNN kernel per cell: no graph to capture)
-FAMILIES = {
-    "mc_rnn": dict(entry="mc_rnn3_vs_lstm", data="translation", expect_graphs=True),
+FAMILIES = {  # in the order they run: the slower ones last, where the time the others leave goes
     "parallel_lm": dict(entry="parallel_lm648_wide3_vs_lstm_lm", data="lm", expect_graphs=False),
-    "parallel_mt": dict(entry="parallel_mt510_wide3_vs_lstm", data="translation", expect_graphs=True),
-    "lattice": dict(entry="lattice_dwl_gating_vs_word", data="lattice", expect_graphs=True),
     "gencnn": dict(entry="gencnn_vs_fconv_lm", data="lm", expect_graphs=True),
     "dpn_s2s": dict(entry="dpn_vs_transformer", data="translation", expect_graphs=True),
+    "parallel_mt": dict(entry="parallel_mt510_wide3_vs_lstm", data="translation", expect_graphs=True),
+    "lattice": dict(entry="lattice_dwl_gating_vs_word", data="lattice", expect_graphs=True),
+    "mc_rnn": dict(entry="mc_rnn3_vs_lstm", data="translation", expect_graphs=True),
 }
 # --tiny: model sizes that train in seconds on CPU (arch options, baseline options)
 _TINY_RNN = "--encoder-embed-dim 8 --encoder-hidden-size 8 --decoder-embed-dim 8 --decoder-hidden-size 8"
@@ -107,14 +110,8 @@ def train_argv(family: str, mode: str, args, save_dir: str) -> list:
 
 def time_box(now: float, deadline: float, weights: list) -> float:
     """Seconds for the next part: its weight's share (``weights[0]``) of the time left, shared with
-    the parts still to run (``weights[1:]``)."""
+    the parts still to run (``weights[1:]``), so time a part leaves unused goes to the rest."""
     return max(0.0, deadline - now) * weights[0] / sum(weights)
-
-
-def soft_stop(box: float, margin: float) -> float:
-    """Seconds of training after which fairseq stops by itself (--stop-time-hours): ``margin``
-    before the box's end for start-up and validation, at least half the box."""
-    return max(box - margin, box / 2)
 
 
 def run_part(cmd: list, box: float, log, env: dict):
@@ -147,7 +144,8 @@ def run_record(mode: str, rc, result: dict, args) -> dict:
            "graphs_captured": fp.get("graphs_captured"), "capture_s": fp.get("capture_s"),
            "capture_ahead_s": fp.get("capture_ahead_s"), "graph_fallbacks": fp.get("graph_fallbacks"),
            "variants": sum(variants.values()) if isinstance(variants, dict) else variants,
-           "graph_bytes": fp.get("graph_bytes")}
+           "graph_bytes": fp.get("graph_bytes"),
+           "captures_after_epoch_1": sum(e["graphs_captured"] for e in (result or {}).get("epochs", [])[1:])}
     need = args.updates if mode == "graphs" else args.warmup_updates + args.min_measured
     if rc is None:
         rec["status"] = "timeout"
@@ -163,7 +161,8 @@ def run_record(mode: str, rc, result: dict, args) -> dict:
 
 def family_verdict(family: str, runs: dict):
     """(``ok`` or ``failed``, reasons): ok only when the three runs finished and the graphs run met
-    no fallback and, where the family's loop is captured, captured graphs."""
+    no fallback, captured nothing after its first epoch and, where the family's loop is captured,
+    captured graphs."""
     reasons = []
     for mode in MODES:
         r = runs.get(mode)
@@ -180,6 +179,9 @@ def family_verdict(family: str, runs: dict):
             reasons.append(f"graphs: {g['graph_fallbacks']} graph fallbacks (must be 0)")
         if FAMILIES[family]["expect_graphs"] and not g.get("graphs_captured"):
             reasons.append("graphs: no CUDA graph captured (the captured path did not run)")
+        if g.get("captures_after_epoch_1"):
+            reasons.append(f"graphs: {g['captures_after_epoch_1']} graphs captured after epoch 1 (the declared "
+                           "shapes are all captured in the first)")
     return ("ok" if not reasons else "failed"), reasons
 
 
@@ -215,7 +217,7 @@ def check_schema(report: dict) -> list:
     for fam, rec in (report.get("families") or {}).items():
         if fam not in FAMILIES:
             problems.append(f"families.{fam}: not a family")
-        for key in ("arch", "baseline", "runs", "status", "reasons", "ratios"):
+        for key in ("arch", "baseline", "runs", "status", "reasons", "ratios", "box_s", "seconds"):
             if key not in rec:
                 problems.append(f"families.{fam}.{key}: missing")
         for mode, run in (rec.get("runs") or {}).items():
@@ -223,8 +225,9 @@ def check_schema(report: dict) -> list:
                 problems.append(f"families.{fam}.runs.{mode}: not a mode")
             if run.get("status") not in STATUSES:
                 problems.append(f"families.{fam}.runs.{mode}.status: {run.get('status')!r}")
-            for key in ("command", "box_s", "seconds", "updates", "tokens_per_s", "peak_memory_bytes",
-                        "graphs_captured", "capture_s", "capture_ahead_s", "graph_fallbacks", "variants"):
+            for key in ("command", "seconds", "updates", "tokens_per_s", "peak_memory_bytes",
+                        "graphs_captured", "capture_s", "capture_ahead_s", "graph_fallbacks", "variants",
+                        "captures_after_epoch_1"):
                 if key not in run:
                     problems.append(f"families.{fam}.runs.{mode}.{key}: missing")
     return problems
@@ -250,9 +253,11 @@ def parse_args(argv=None):
                    help="measured updates an eager or baseline run needs past its warm-up (default 10)")
     p.add_argument("--max-tokens", type=int, default=4000, help="fairseq's --max-tokens (default 4000)")
     p.add_argument("--weights", default="3,1,1", help="time-box weights of a graphs, eager and baseline run (default 3,1,1)")
-    p.add_argument("--soft-margin", type=float, default=25.0,
-                   help="seconds of a box left for start-up and validation after --stop-time-hours (default 25)")
-    p.add_argument("--min-box", type=float, default=20.0, help="a run whose box would be shorter is skipped (default 20)")
+    p.add_argument("--soft-margin", type=float, default=15.0,
+                   help="seconds of each run's share kept for its start-up and validation: the rest is training "
+                        "(default 15)")
+    p.add_argument("--min-box", type=float, default=20.0,
+                   help="a family whose box would be shorter is skipped (default 20)")
     p.add_argument("--reserve", type=float, default=5.0, help="seconds kept back at the deadline (default 5)")
     p.add_argument("--graphs-options", default=GRAPHS_OPTIONS,
                    help=f"the graphs runs' options (default '{GRAPHS_OPTIONS}'; CPU checks pass '{EAGER_OPTIONS}')")
@@ -321,49 +326,52 @@ def main(argv=None):
         m = family_models(f)
         report["families"][f] = {"arch": m["arch"], "baseline": m["baseline"], "task": m["task"],
                                  "expect_graphs": FAMILIES[f]["expect_graphs"], "runs": {}, "status": "running",
-                                 "reasons": [], "ratios": {}}
-    parts = [(mode, f) for mode in MODES if mode in a.mode_list for f in a.families]
+                                 "reasons": [], "ratios": {}, "box_s": None, "seconds": 0.0}
+    modes = [m for m in MODES if m in a.mode_list]
     with open(log_path, "a", encoding="utf-8") as log, tempfile.TemporaryDirectory(prefix="acceptance_") as tmp:
         t0 = time.time()
-        _say(log, f"acceptance: {len(parts)} runs, {deadline - t0:.0f} s left of {a.budget_minutes} min", t0)
-        for i, (mode, f) in enumerate(parts):
-            box = min(time_box(time.time(), deadline, [a.weight[m] for m, _ in parts[i:]]), deadline - time.time())
+        _say(log, f"acceptance: {len(a.families)} families x {len(modes)} runs, {deadline - t0:.0f} s left "
+                  f"of {a.budget_minutes} min", t0)
+        for i, f in enumerate(a.families):
             fam = report["families"][f]
-            jpath = os.path.join(tmp, f"{f}.{mode}.json")
-            argv = train_argv(f, mode, a, os.path.join(tmp, f"{f}.{mode}"))
-            soft = soft_stop(box, a.soft_margin)
-            cmd = [sys.executable, "-m", WORKER, "--json", jpath, "--warmup-updates", str(a.warmup_updates), "--",
-                   *argv, "--stop-time-hours", f"{soft / 3600:.6f}"]
-            shown = ["python", "-m", WORKER, "--", *[os.path.relpath(c, REPO) if os.path.isabs(c) and
-                                                     c.startswith(REPO) else c for c in argv[:3]], *argv[3:]]
-            rec = {"command": shlex.join(shown), "box_s": round(box, 1), "soft_stop_s": round(soft, 1),
-                   "seconds": 0.0}
-            if box < a.min_box:
-                rec.update(status="skipped", reason=f"out of time ({box:.0f} s left for it, --min-box {a.min_box:g})")
-                rec.update({k: None for k in ("updates", "tokens_per_s", "peak_memory_bytes", "graphs_captured",
-                                              "capture_s", "capture_ahead_s", "graph_fallbacks", "variants",
-                                              "graph_bytes")})
-            else:
-                _say(log, f"{f} {mode}: start ({box:.0f} s box, stop at {soft:.0f} s of training): "
-                          f"{rec['command']}", t0)
-                since = os.path.getsize(log_path)
-                rc, rec["seconds"] = run_part(cmd, box, log, env)
-                result = read_json(jpath) if os.path.isfile(jpath) else None
-                rec.update(run_record(mode, rc, result, a))
-                if rec["status"] in ("failed", "timeout"):
-                    rec["error"] = (result or {}).get("error") or _tail(log_path, since)
-                if result:
-                    rec["result"] = result
+            box = min(time_box(time.time(), deadline, [1.0] * (len(a.families) - i)), deadline - time.time())
+            fam["box_s"], fam["seconds"] = round(box, 1), 0.0
+            runs = [{"mode": m, "weight": a.weight[m], "json": os.path.join(tmp, f"{f}.{m}.json"),
+                     "argv": train_argv(f, m, a, os.path.join(tmp, f"{f}.{m}"))} for m in modes]
+            plan = os.path.join(tmp, f"{f}.plan.json")
+            write_json(plan, {"deadline": time.time() + box, "margin": a.soft_margin,
+                              "warmup_updates": a.warmup_updates, "runs": runs})
+            rc, since = "skipped", os.path.getsize(log_path)
+            if box >= a.min_box:
+                _say(log, f"{f}: start ({', '.join(modes)}; {box:.0f} s box)", t0)
+                rc, fam["seconds"] = run_part([sys.executable, "-m", WORKER, plan], box, log, env)
+            for run in runs:
+                result = read_json(run["json"]) if os.path.isfile(run["json"]) else None
+                rec = {"command": shlex.join(["python", "-m", WORKER, "--", *[
+                    os.path.relpath(c, REPO) if os.path.isabs(c) and c.startswith(REPO) else c for c in run["argv"]]])}
+                if rc == "skipped":
+                    rec.update(run_record(run["mode"], 0, None, a), status="skipped",
+                               reason=f"out of time ({box:.0f} s left for the family, --min-box {a.min_box:g})")
+                elif result is None:  # never finished: the box ended first, or the process died
+                    rec.update(run_record(run["mode"], None if rc is None else rc or 1, None, a))
+                    rec["error"] = "killed at the end of the family's time box" if rc is None else _tail(log_path, since)
+                else:
+                    rec.update(run_record(run["mode"], 1 if result.get("error") else 0, result, a))
+                    rec.update(seconds=result.get("seconds"), stop_after_s=result.get("stop_after_s"), result=result)
+                    if result.get("error"):
+                        rec["error"] = result["error"]
                     report["device_name"] = report["device_name"] or result.get("device_name")
-            fam["runs"][mode] = rec
+                rec.setdefault("seconds", None)
+                fam["runs"][run["mode"]] = rec
+                _say(log, f"{f} {run['mode']}: {rec['status']}; {_fmt(rec['updates'])} updates, "
+                          f"{_fmt(rec['tokens_per_s'])} tok/s, peak "
+                          f"{_fmt(rec['peak_memory_bytes'] and rec['peak_memory_bytes'] / 2**20, ' MiB')}, "
+                          f"variants {_fmt(rec['variants'])}, captured {_fmt(rec['graphs_captured'])}, capture "
+                          f"{_fmt(rec['capture_s'])} s (ahead {_fmt(rec['capture_ahead_s'])} s), fallbacks "
+                          f"{_fmt(rec['graph_fallbacks'])}" + (f" ({(rec.get('reason') or rec.get('error'))[-300:]})"
+                                                                if rec.get("reason") or rec.get("error") else ""), t0)
             fam["status"], fam["reasons"] = family_verdict(f, fam["runs"])
             fam["ratios"] = ratios(fam["runs"])
-            _say(log, f"{f} {mode}: {rec['status']} in {rec['seconds']:.0f} s; {_fmt(rec['updates'])} updates, "
-                      f"{_fmt(rec['tokens_per_s'])} tok/s, peak {_fmt(rec['peak_memory_bytes'] and rec['peak_memory_bytes'] / 2**20, ' MiB')}, "
-                      f"variants {_fmt(rec['variants'])}, captured {_fmt(rec['graphs_captured'])}, capture "
-                      f"{_fmt(rec['capture_s'])} s (ahead {_fmt(rec['capture_ahead_s'])} s), fallbacks "
-                      f"{_fmt(rec['graph_fallbacks'])}" + (f" ({(rec.get('reason') or rec.get('error'))[-300:]})"
-                                                            if rec.get("reason") or rec.get("error") else ""), t0)
             report["seconds"] = round(time.time() - a.started_at, 1)
             write_json(path, report, indent=2)
         report["verdict"], report["reasons"] = verdict(report["families"])
