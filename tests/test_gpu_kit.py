@@ -559,8 +559,8 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
     the family is not accepted."""
     out = tmp_path / "out"
     rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn",
-                          "--modes", "graphs", "--updates", "3", "--compare-updates", "3", "--warmup-updates", "1",
-                          "--min-measured", "1", "--max-tokens", "300", "--min-box", "1", "--budget-minutes", "4",
+                          "--modes", "graphs", "--updates", "8", "--compare-updates", "3", "--warmup-updates", "1",
+                          "--min-measured", "1", "--max-tokens", "700", "--min-box", "1", "--budget-minutes", "4",
                           "--graphs-options", "--rnn-impl eager"])
     assert rc == 1
     report = json.loads((out / "acceptance.json").read_text())
@@ -568,18 +568,24 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
     g = report["families"]["mc_rnn"]["runs"]["graphs"]
     assert g["status"] == "ok", g
     res = g["result"]
-    assert res["updates"] == g["updates"] == 3 and res["error"] is None and res["device"] == "cpu"
+    assert res["updates"] == g["updates"] == 8 and res["error"] is None and res["device"] == "cpu"
     assert res["mode"] == "graphs" and 0 < res["stop_after_s"] and g["seconds"] == res["seconds"] > 0
-    assert res["target_tokens"] > 0 and g["tokens_per_s"] > 0 and res["train_seconds"] > 0
-    assert [e["updates"] for e in res["epochs"]] and sum(e["updates"] for e in res["epochs"]) == 3
+    assert g["tokens_per_s"] > 0 and 0 < res["seconds_to_first_update"] < res["seconds"]
+    # the updates and target tokens of each epoch, as fairseq's own epoch log lines count them
+    log = (out / "acceptance.log").read_text()
+    epochs = [json.loads(m) for m in re.findall(r"INFO:train:(\{.*\})", log)]
+    assert len(epochs) >= 2 and [e["epoch"] for e in res["epochs"]] == [int(e["epoch"]) for e in epochs]
+    done = [int(e["train_num_updates"]) for e in epochs]
+    assert [e["updates"] for e in res["epochs"]] == [b - a for a, b in zip([0] + done, done)] and done[-1] == 8
+    wpb = sum(float(e["train_wpb"]) * (b - a) for e, a, b in zip(epochs, [0] + done, done))
+    assert res["target_tokens"] == pytest.approx(wpb, abs=0.05 * 8)
     assert res["fast_path"]["graph_fallbacks"] == g["graph_fallbacks"] == 0 and g["graphs_captured"] == 0
     assert "--rnn-impl eager" in g["command"] and "--arch mc_rnn_iwslt_de_en_3" in g["command"]
     assert report["families"]["mc_rnn"]["reasons"] == [
         "eager: not run", "baseline: not run", "graphs: no CUDA graph captured (the captured path did not run)"]
     assert report["verdict"] == "failed" and "parallel_lm: not run" in report["reasons"]
     assert report["corpus"]["pairs"]["train"] == 60
-    log = (out / "acceptance.log").read_text()
-    assert "acceptance_train: graphs: 3 updates" in log and "verdict: failed" in log
+    assert "acceptance_train: graphs: 8 updates" in log and "verdict: failed" in log
 
     broken = dict(report, verdict="great", families={"mc_rnn": {"runs": {"graphs": {"status": "fine"}}}})
     problems = acceptance.check_schema(broken)
