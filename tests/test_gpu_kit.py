@@ -435,8 +435,7 @@ def test_acceptance_time_box_cuts_a_part_and_the_rest_still_runs(tmp_path, accep
     assert rc is None and 2.0 <= seconds < 10 and time.time() - t < 15
     pid = int(child.read_text())
     time.sleep(0.5)
-    stat = Path(f"/proc/{pid}/stat")  # the grandchild died with its group (gone, or a zombie nobody reaped)
-    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    assert _gone(pid)  # the grandchild died with its group (gone, or a zombie nobody reaped)
 
     out = tmp_path / "out"
     rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn,gencnn",
@@ -455,6 +454,44 @@ def test_acceptance_time_box_cuts_a_part_and_the_rest_still_runs(tmp_path, accep
     assert acceptance.check_schema(report) == []
     log = (out / "acceptance.log").read_text()
     assert "mc_rnn graphs: timeout" in log and "gencnn eager: timeout" in log
+
+
+def _children(pid):
+    """Processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _gone(pid):
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_acceptance_stopped_by_sigterm_kills_the_running_family(tmp_path, acceptance_data):
+    """The device call's own time limit (``timeout`` sends SIGTERM) ends the runner and the family
+    process it runs, which lives in its own session."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, GPU / "acceptance.py", out, "--data", acceptance_data, "--cpu", "--tiny",
+                             "--only", "mc_rnn", "--graphs-options", "--rnn-impl eager", "--min-box", "1"],
+                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t = time.time()
+    while not _children(proc.pid) and time.time() - t < 60:
+        time.sleep(0.2)
+    (worker,) = _children(proc.pid)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 128 + 15
+    time.sleep(0.5)
+    assert _gone(worker), "the family process outlived the runner"
 
 
 def test_acceptance_time_boxes_share_what_is_left():

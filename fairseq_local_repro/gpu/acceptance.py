@@ -116,17 +116,26 @@ def time_box(now: float, deadline: float, weights: list) -> float:
 
 def run_part(cmd: list, box: float, log, env: dict):
     """Run ``cmd`` in its own process group, output appended to ``log``; kill the group once ``box``
-    seconds have passed.  Returns (returncode or None when killed, seconds)."""
+    seconds have passed, or when this process is stopped (SIGTERM, Ctrl-C) while it runs.  Returns
+    (returncode or None when killed, seconds)."""
     t = time.time()
     log.flush()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True)
+    rc = None
     try:
         rc = proc.wait(timeout=max(0.1, box))
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        rc = None
+        pass
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     return rc, round(time.time() - t, 2)
+
+
+def _stop(signum, frame):
+    """SIGTERM (the device call's own time limit): end like Ctrl-C, so the running family is killed."""
+    raise SystemExit(128 + signum)
 
 
 def _tail(path: str, since: int, lines: int = 6) -> str:
@@ -300,6 +309,7 @@ def _fmt(x, unit=""):
 
 def main(argv=None):
     a = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
     if not a.cpu:
         import torch
 
