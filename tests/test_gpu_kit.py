@@ -630,6 +630,19 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
     assert "families.mc_rnn.arch: missing" in problems
 
 
+def test_acceptance_option_errors(tmp_path):
+    _one_error(sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--cpu", "--data", tmp_path / "none",
+                  ok=False), f"acceptance: error: --data {tmp_path / 'none'}: no lm/ (build it with python "
+                             f"scripts/gpu/acceptance_corpus.py {tmp_path / 'none'})")
+    assert not (tmp_path / "out").exists()
+    proc = sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--only", "mc_rnn,gencn", ok=False)
+    assert proc.returncode == 2 and "--only/--modes: unknown gencn (families: parallel_lm, gencnn" in proc.stderr
+    proc = sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--compare-updates", "8", ok=False)
+    assert proc.returncode == 2 and "--compare-updates must be >= --warmup-updates + --min-measured (15)" in proc.stderr
+    proc = sh(sys.executable, GPU / "acceptance_corpus.py", tmp_path / "c", "--char-vocab", "30000", ok=False)
+    assert proc.returncode == 2 and "--char-vocab must be <= 20000" in proc.stderr
+
+
 def test_acceptance_device_call_in_the_docs_fits_the_call():
     """docs/gpu.md's device call: at most 2000 characters, valid bash, at most 8 carried paths, all
     ignored by git under gpu_kit/; bootstrap's and the runner's options accepted; the bootstrap's

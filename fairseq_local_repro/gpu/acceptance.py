@@ -318,8 +318,8 @@ def main(argv=None):
     for f in a.families:
         d = os.path.join(a.data, FAMILIES[f]["data"])
         if not os.path.isdir(d):
-            sys.exit(f"acceptance: error: --data {a.data}: no {FAMILIES[f]['data']}/ (run "
-                     "python -m fairseq_local_repro.gpu.acceptance_corpus or scripts/gpu/prepare_data.sh)")
+            sys.exit(f"acceptance: error: --data {a.data}: no {FAMILIES[f]['data']}/ (build it with "
+                     f"python scripts/gpu/acceptance_corpus.py {a.data})")
     deadline = a.started_at + 60 * a.budget_minutes - a.reserve
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "acceptance.json")
