@@ -12,19 +12,24 @@ Python 3.12 venv holding what the GPU image holds (torch $FAIRSEQ_LOCAL_GPU_KIT_
 2.11.0, numpy 2, scipy, scikit-learn), builds the wheelhouse, runs bootstrap.sh with the network
 blocked, and trains and decodes with the result.
 """
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from fairseq.data import data_utils
 
 from contract_lib import REPO, make_translation_data
+from doc_snippets import check_command, extract_blocks, simple_commands
 
-from fairseq_local_repro.gpu import run_all
+from fairseq_local_repro.gpu import acceptance, acceptance_corpus, acceptance_train, run_all
 
 GPU = REPO / "scripts" / "gpu"
 
@@ -360,3 +365,301 @@ def test_startup_part_runs_startup_cost_for_each_family(tmp_path):
         assert {s["impl"] for s in steps} == set(r["impls"].split(",")) and len(steps) == 2 * len(r["impls"].split(","))
         assert all(isinstance(s["seconds"], float) and s["seconds"] >= 0 for s in steps)
     assert "startup gencnn eager,auto: ok; eager " in (out / "run_all.log").read_text()
+
+
+# ------------------------------------------------------------------------------------------------
+# the acceptance run (CI: its corpus, time boxes, JSON and verdict, one tiny real run on CPU)
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def acceptance_data(tmp_path_factory):
+    """A tiny acceptance corpus: 60 training pairs of IWSLT-like lengths, all three corpora."""
+    dest = tmp_path_factory.mktemp("acceptance") / "data"
+    assert acceptance_corpus.main([str(dest), "--pairs", "60", "--valid", "12", "--vocab", "50",
+                                   "--char-vocab", "30", "--seed", "3"]) == 0
+    return dest
+
+
+def _tool_lengths(shared_data):
+    tool = shared_data.parent / "tools" / "iwslt_like_lengths.py"
+    if not tool.is_file():
+        pytest.skip(f"{tool} not found")
+    spec = importlib.util.spec_from_file_location("iwslt_like_lengths", tool)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.lengths
+
+
+def test_acceptance_corpus_has_the_tools_lengths(shared_data, acceptance_data):
+    """The generator draws exactly the shared tool's lengths (same n and seed), and the binarized
+    corpora hold sentences of those lengths, EOS included: translation (both sides), the LM (the
+    target side) and the lattices (source - 1 characters)."""
+    lengths = _tool_lengths(shared_data)
+    for n, seed in ((160_000, 0), (500, 7)):
+        for mine, theirs in zip(acceptance_corpus.iwslt_like_lengths(n, seed), lengths(n, seed)):
+            np.testing.assert_array_equal(mine, theirs)
+    for k, (split, n) in enumerate((("train", 60), ("valid", 12))):
+        src, tgt = lengths(n, 3 + k)
+        tr = acceptance_data / "translation"
+        for prefix, want in ((tr / f"{split}.de-en.de", src), (tr / f"{split}.de-en.en", tgt),
+                             (acceptance_data / "lm" / split, tgt)):
+            ds = data_utils.load_indexed_dataset(str(prefix), None)  # kept alive: its sizes are its mmap
+            np.testing.assert_array_equal(np.array(ds.sizes), want)
+            del ds
+        np.testing.assert_array_equal(np.load(acceptance_data / "lattice" / f"{split}.zh-en.zh.nchars.npy"), src - 1)
+    corpus = json.loads((acceptance_data / "corpus.json").read_text())
+    assert corpus["pairs"] == {"train": 60, "valid": 12}
+    assert corpus["splits"]["train"]["target"]["max"] == int(lengths(60, 3)[1].max())
+    # Zipf words: the frequent ones dominate, every dictionary holds more than a handful of types
+    counts = [int(line.split()[1]) for line in (acceptance_data / "translation" / "dict.en.txt").read_text().splitlines()]
+    assert counts == sorted(counts, reverse=True) and counts[0] > 5 * counts[len(counts) // 2] and len(counts) > 20
+    # an existing corpus is kept as it is; other options for it are one line
+    args = ["--pairs", "60", "--valid", "12", "--vocab", "50", "--char-vocab", "30", "--seed", "3"]
+    before = (acceptance_data / "corpus.json").read_text()
+    assert acceptance_corpus.main([str(acceptance_data), *args]) == 0
+    assert (acceptance_data / "corpus.json").read_text() == before
+    proc = sh(sys.executable, GPU / "acceptance_corpus.py", acceptance_data, ok=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"acceptance_corpus: error: {acceptance_data / 'corpus.json'}: a corpus of other options (pairs "
+        f"{{'train': 60, 'valid': 12}}, vocab 50, char_vocab 30, seed 3): delete {acceptance_data} or pass those"]
+
+
+def test_acceptance_time_box_cuts_a_part_and_the_rest_still_runs(tmp_path, acceptance_data):
+    """A run still starting when its box ends is killed with its process group and recorded as a
+    timeout; the next part still gets its own box; the verdict is a failure."""
+    child = tmp_path / "child.pid"
+    t = time.time()
+    rc, seconds = acceptance.run_part([sys.executable, "-c", f"import subprocess, sys, time; "
+                                       f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                                       f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)"],
+                                      2.0, open(tmp_path / "log", "w"), dict(os.environ))
+    assert rc is None and 2.0 <= seconds < 10 and time.time() - t < 15
+    pid = int(child.read_text())
+    time.sleep(0.5)
+    assert _gone(pid)  # the grandchild died with its group (gone, or a zombie nobody reaped)
+
+    out = tmp_path / "out"
+    rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn,gencnn",
+                          "--modes", "graphs,eager", "--budget-minutes", "0.1", "--reserve", "0", "--min-box", "1",
+                          "--graphs-options", "--rnn-impl eager"])
+    assert rc == 1
+    report = json.loads((out / "acceptance.json").read_text())
+    fams = report["families"]
+    assert [(f, m, fams[f]["runs"][m]["status"]) for f in ("mc_rnn", "gencnn") for m in ("graphs", "eager")] == [
+        ("mc_rnn", "graphs", "timeout"), ("mc_rnn", "eager", "timeout"),
+        ("gencnn", "graphs", "timeout"), ("gencnn", "eager", "timeout")]
+    assert fams["mc_rnn"]["box_s"] == pytest.approx(3, abs=0.5) and fams["mc_rnn"]["seconds"] <= fams["mc_rnn"]["box_s"] + 2
+    assert fams["gencnn"]["seconds"] > 0  # it ran after the first family was cut
+    assert fams["mc_rnn"]["runs"]["graphs"]["error"] == "killed at the end of the family's time box"
+    assert report["verdict"] == "failed" and "mc_rnn: graphs: timeout" in "\n".join(report["reasons"])
+    assert acceptance.check_schema(report) == []
+    log = (out / "acceptance.log").read_text()
+    assert "mc_rnn graphs: timeout" in log and "gencnn eager: timeout" in log
+
+
+def _children(pid):
+    """Processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _gone(pid):
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_acceptance_stopped_by_sigterm_kills_the_running_family(tmp_path, acceptance_data):
+    """The device call's own time limit (``timeout`` sends SIGTERM) ends the runner and the family
+    process it runs, which lives in its own session."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, GPU / "acceptance.py", out, "--data", acceptance_data, "--cpu", "--tiny",
+                             "--only", "mc_rnn", "--graphs-options", "--rnn-impl eager", "--min-box", "1"],
+                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t = time.time()
+    while not _children(proc.pid) and time.time() - t < 60:
+        time.sleep(0.2)
+    (worker,) = _children(proc.pid)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 128 + 15
+    time.sleep(0.5)
+    assert _gone(worker), "the family process outlived the runner"
+
+
+def test_acceptance_time_boxes_share_what_is_left():
+    # weights 3,1,1 over 100 s: the first graphs run gets 3/5; a part that ends early leaves its time to the rest
+    assert acceptance.time_box(0, 100, [3, 1, 1]) == pytest.approx(60)
+    assert acceptance.time_box(10, 100, [1, 1]) == pytest.approx(45)
+    assert acceptance.time_box(120, 100, [1]) == 0
+    # inside a family: a run stops at its share of the family's time left, less the start-up margin
+    assert acceptance_train.stop_after(1100, 1000, [3, 1, 1], 15) == pytest.approx(45)
+    assert acceptance_train.stop_after(1100, 1000, [1], 15) == pytest.approx(85)
+    assert acceptance_train.stop_after(1020, 1000, [1, 1], 15) == pytest.approx(5)  # at least half its share
+
+
+def _run(status="ok", updates=200, tokens=1000.0, fallbacks=0, captured=10, later=0):
+    return {"status": status, "updates": updates, "tokens_per_s": tokens, "graph_fallbacks": fallbacks,
+            "graphs_captured": captured, "peak_memory_bytes": 2**30, "command": "x", "box_s": 1, "seconds": 1,
+            "capture_s": 0.5, "capture_ahead_s": 0.5, "variants": 4, "captures_after_epoch_1": later}
+
+
+def test_acceptance_verdict_is_never_ok_with_a_fallback_or_a_missing_family():
+    ok = {m: _run() for m in acceptance.MODES}
+    assert acceptance.family_verdict("mc_rnn", ok) == ("ok", [])
+    assert acceptance.family_verdict("mc_rnn", {**ok, "graphs": _run(fallbacks=1)}) == (
+        "failed", ["graphs: 1 graph fallbacks (must be 0)"])
+    assert acceptance.family_verdict("mc_rnn", {**ok, "graphs": _run(fallbacks=None)})[0] == "failed"
+    assert acceptance.family_verdict("mc_rnn", {**ok, "graphs": _run(captured=0)}) == (
+        "failed", ["graphs: no CUDA graph captured (the captured path did not run)"])
+    assert acceptance.family_verdict("parallel_lm", {**ok, "graphs": _run(captured=0)}) == ("ok", [])  # fused cells
+    assert acceptance.family_verdict("dpn_s2s", {**ok, "graphs": _run(later=2)}) == (
+        "failed", ["graphs: 2 graphs captured after epoch 1 (the declared shapes are all captured in the first)"])
+    assert acceptance.family_verdict("mc_rnn", {"graphs": _run(), "eager": _run()}) == ("failed", ["baseline: not run"])
+    assert acceptance.family_verdict("gencnn", {**ok, "eager": _run("short")})[0] == "failed"
+
+    families = {f: {"status": "ok", "reasons": []} for f in acceptance.FAMILIES}
+    assert acceptance.verdict(families) == ("ok", [])
+    del families["lattice"]
+    assert acceptance.verdict(families) == ("failed", ["lattice: not run"])
+    families["lattice"] = {"status": "failed", "reasons": ["graphs: 3 graph fallbacks (must be 0)"]}
+    assert acceptance.verdict(families) == ("failed", ["lattice: graphs: 3 graph fallbacks (must be 0)"])
+
+    args = acceptance.parse_args(["out", "--cpu"])
+    assert acceptance.run_record("graphs", 0, {"updates": 200, "tokens_per_s": 5.0, "fast_path": {}}, args)["status"] == "ok"
+    short = acceptance.run_record("graphs", 0, {"updates": 150, "tokens_per_s": 5.0, "fast_path": {}}, args)
+    assert short["status"] == "short" and "150 updates of the 200" in short["reason"]
+    assert acceptance.run_record("eager", 0, {"updates": 15, "tokens_per_s": 5.0, "fast_path": {}}, args)["status"] == "ok"
+    assert acceptance.run_record("eager", 1, {"updates": 60, "error": "boom", "fast_path": {}}, args)["status"] == "failed"
+    assert acceptance.run_record("eager", None, None, args)["status"] == "timeout"
+    rec = acceptance.run_record("graphs", 0, {"updates": 200, "tokens_per_s": 5.0, "fast_path": {
+        "graphs_captured": 12, "graph_fallbacks": 0, "variants": {"enc": 3, "dec": 5}}, "epochs": [
+        {"epoch": 1, "updates": 100, "graphs_captured": 9}, {"epoch": 2, "updates": 100, "graphs_captured": 1},
+        {"epoch": 3, "updates": 0, "graphs_captured": 2}]}, args)
+    assert (rec["graphs_captured"], rec["variants"], rec["graph_fallbacks"], rec["captures_after_epoch_1"]) == (
+        12, 8, 0, 3)
+
+
+def test_acceptance_families_use_their_bench_comparison():
+    """Each family trains its main speed comparison's model and fairseq baseline; the graphs run is
+    the eager run plus the strict graph options."""
+    args = acceptance.parse_args(["out"])
+    assert set(acceptance.FAMILIES) == {"mc_rnn", "parallel_lm", "parallel_mt", "lattice", "gencnn", "dpn_s2s"}
+    models = {f: acceptance.family_models(f) for f in acceptance.FAMILIES}
+    assert (models["mc_rnn"]["arch"], models["mc_rnn"]["baseline"]) == ("mc_rnn_iwslt_de_en_3", "lstm")
+    assert models["lattice"]["baseline"] == "rnnsearch_zh_word" and models["lattice"]["task"] == "lattice_translation"
+    assert models["dpn_s2s"]["baseline"] == "dpn_baseline_deeper_san_iwslt"
+    assert models["gencnn"]["task"] == models["parallel_lm"]["task"] == "language_modeling"
+    for f in acceptance.FAMILIES:
+        g, e, b = (acceptance.train_argv(f, m, args, "save") for m in acceptance.MODES)
+        gi, ei = g.index("--rnn-impl"), e.index("--rnn-impl")
+        assert g[gi:gi + 4] == ["--rnn-impl", "cuda-graphs", "--graph-fallback", "error"] and e[ei:ei + 2] == [
+            "--rnn-impl", "eager"]
+        same = [a == b for a, b in zip(g[:gi] + g[gi + 4:], e[:ei] + e[ei + 2:], strict=True)]
+        assert same.count(False) == 1 and g[gi + 4:][same[gi:].index(False) - 1] == "--max-update"
+        assert "--rnn-impl" not in b
+        assert "--num-workers" not in g and "--max-update" in g and g[g.index("--max-update") + 1] == "200"
+        assert e[e.index("--max-update") + 1] == b[b.index("--max-update") + 1] == "60"
+        assert b[b.index("--arch") + 1] == models[f]["baseline"]
+
+
+def test_acceptance_commands_parse_at_their_sizes():
+    """fairseq-train's parser accepts every run's command at the acceptance sizes (the graphs runs
+    once --rnn-impl has cuda-graphs), and the --tiny ones."""
+    import fairseq_local  # noqa: F401  (registers the archs)
+    from fairseq import options
+
+    from fairseq_local.modules import fast_path
+
+    for tiny in ([], ["--tiny"]):
+        args = acceptance.parse_args(["out", *tiny])
+        for f in acceptance.FAMILIES:
+            for mode in acceptance.MODES:
+                if mode == "graphs" and "cuda-graphs" not in fast_path.RNN_IMPLS:
+                    continue
+                argv = acceptance.train_argv(f, mode, args, "save")
+                parsed = options.parse_args_and_arch(options.get_training_parser(), argv)
+                assert parsed.arch == argv[argv.index("--arch") + 1] and parsed.max_tokens == 4000
+                assert parsed.num_workers == 1 and parsed.no_save  # fairseq's loader defaults
+
+
+def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
+    """One real fairseq-train through the runner (fairseq's loader and its defaults): the record has
+    the updates, tokens/s and fast_path stats; on CPU with --rnn-impl eager no graph is captured, so
+    the family is not accepted."""
+    out = tmp_path / "out"
+    rc = acceptance.main([str(out), "--data", str(acceptance_data), "--cpu", "--tiny", "--only", "mc_rnn",
+                          "--modes", "graphs", "--updates", "8", "--compare-updates", "3", "--warmup-updates", "1",
+                          "--min-measured", "1", "--max-tokens", "700", "--min-box", "1", "--budget-minutes", "4",
+                          "--graphs-options", "--rnn-impl eager"])
+    assert rc == 1
+    report = json.loads((out / "acceptance.json").read_text())
+    assert acceptance.check_schema(report) == []
+    g = report["families"]["mc_rnn"]["runs"]["graphs"]
+    assert g["status"] == "ok", g
+    res = g["result"]
+    assert res["updates"] == g["updates"] == 8 and res["error"] is None and res["device"] == "cpu"
+    assert res["mode"] == "graphs" and 0 < res["stop_after_s"] and g["seconds"] == res["seconds"] > 0
+    assert g["tokens_per_s"] > 0 and 0 < res["seconds_to_first_update"] < res["seconds"]
+    # the updates and target tokens of each epoch, as fairseq's own epoch log lines count them
+    log = (out / "acceptance.log").read_text()
+    epochs = [json.loads(m) for m in re.findall(r"INFO:train:(\{.*\})", log)]
+    assert len(epochs) >= 2 and [e["epoch"] for e in res["epochs"]] == [int(e["epoch"]) for e in epochs]
+    done = [int(e["train_num_updates"]) for e in epochs]
+    assert [e["updates"] for e in res["epochs"]] == [b - a for a, b in zip([0] + done, done)] and done[-1] == 8
+    wpb = sum(float(e["train_wpb"]) * (b - a) for e, a, b in zip(epochs, [0] + done, done))
+    assert res["target_tokens"] == pytest.approx(wpb, abs=0.05 * 8)
+    assert res["fast_path"]["graph_fallbacks"] == g["graph_fallbacks"] == 0 and g["graphs_captured"] == 0
+    assert "--rnn-impl eager" in g["command"] and "--arch mc_rnn_iwslt_de_en_3" in g["command"]
+    assert report["families"]["mc_rnn"]["reasons"] == [
+        "eager: not run", "baseline: not run", "graphs: no CUDA graph captured (the captured path did not run)"]
+    assert report["verdict"] == "failed" and "parallel_lm: not run" in report["reasons"]
+    assert report["corpus"]["pairs"]["train"] == 60
+    assert "acceptance_train: graphs: 8 updates" in log and "verdict: failed" in log
+
+    broken = dict(report, verdict="great", families={"mc_rnn": {"runs": {"graphs": {"status": "fine"}}}})
+    problems = acceptance.check_schema(broken)
+    assert "verdict: 'great'" in problems and "families.mc_rnn.runs.graphs.status: 'fine'" in problems
+    assert "families.mc_rnn.arch: missing" in problems
+
+
+def test_acceptance_option_errors(tmp_path):
+    _one_error(sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--cpu", "--data", tmp_path / "none",
+                  ok=False), f"acceptance: error: --data {tmp_path / 'none'}: no lm/ (build it with python "
+                             f"scripts/gpu/acceptance_corpus.py {tmp_path / 'none'})")
+    assert not (tmp_path / "out").exists()
+    proc = sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--only", "mc_rnn,gencn", ok=False)
+    assert proc.returncode == 2 and "--only/--modes: unknown gencn (families: parallel_lm, gencnn" in proc.stderr
+    proc = sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--compare-updates", "8", ok=False)
+    assert proc.returncode == 2 and "--compare-updates must be >= --warmup-updates + --min-measured (15)" in proc.stderr
+    proc = sh(sys.executable, GPU / "acceptance_corpus.py", tmp_path / "c", "--char-vocab", "30000", ok=False)
+    assert proc.returncode == 2 and "--char-vocab must be <= 20000" in proc.stderr
+
+
+def test_acceptance_device_call_in_the_docs_fits_the_call():
+    """docs/gpu.md's device call: at most 2000 characters, valid bash, at most 8 carried paths, all
+    ignored by git under gpu_kit/; bootstrap's and the runner's options accepted; the bootstrap's
+    time limit, the runner's deadline and the final kill all inside 9 minutes of the call's start."""
+    (block,) = [b for b in extract_blocks(REPO / "docs" / "gpu.md") if "command: " in b.code]
+    fields = dict(line.split(": ", 1) for line in block.code.strip().splitlines())
+    command, carry = fields["command"], json.loads(fields["carry"])
+    assert len(command) <= 2000 and 0 < len(carry) <= 8 and int(fields["timeout_s"]) <= 600
+    assert subprocess.run(["bash", "-n", "-c", command]).returncode == 0
+    for path in carry:
+        assert path.startswith("gpu_kit/") and sh("git", "check-ignore", "-q", path, ok=False).returncode == 0
+    (boot,) = [argv for _, argv in simple_commands(command) if "scripts/gpu/bootstrap.sh" in argv]
+    assert check_command(boot[boot.index("bash"):]) is None
+    (run,) = [argv for _, argv in simple_commands(command) if "scripts/gpu/acceptance.py" in argv]
+    run = run[run.index("python"):]
+    args = acceptance.parse_args([{"$OUT": "out", "$S": "1000"}.get(a, a) for a in run[2:]])
+    boot_limit = int(re.search(r"timeout (\d+) bash scripts/gpu/bootstrap.sh", command).group(1))
+    kill, grace = map(int, re.search(r"timeout -k (\d+) \$\(\(S \+ (\d+) -", command).groups()[::-1])
+    deadline = args.started_at + 60 * args.budget_minutes - args.reserve - 1000
+    assert boot_limit + 60 < deadline < kill and kill + grace <= 9 * 60, (boot_limit, deadline, kill, grace)

@@ -10,8 +10,10 @@
 # Writes DEST/multi30k (Moses-tokenized, lowercased, joint subword-nmt BPE 8000, fairseq-binarized
 # Multi30k De-En train/valid: the paper-scale training run) and DEST/lattice (jieba+thulac+snownlp
 # lattices of Tatoeba zh-en, binarized for --task lattice_translation, with the corpus'
-# attribution files: CC-BY 2.0 FR, keep them with the data).  Each is built under DEST/NAME.tmp
-# and moved into place when complete; an existing one is kept (delete it to rebuild).
+# attribution files: CC-BY 2.0 FR, keep them with the data), and DEST/acceptance (the corpora of
+# the GPU acceptance run: synthetic text with IWSLT14's sentence lengths, scripts/gpu/acceptance_corpus.py,
+# which builds it alone without the shared corpora).  Each is built under DEST/NAME.tmp and moved
+# into place when complete; an existing one is kept (delete it to rebuild).
 set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
 opt --shared shared "${FAIRSEQ_LOCAL_SHARED_DATA:-$(dirname "$REPO_ROOT")/shared/data}"
@@ -49,5 +51,9 @@ if [ ! -f "$dest/lattice/dict.zh.txt" ]; then
   PREP_ONLY=1 WORKERS=1 bash "$REPO_ROOT/scripts/recipes/lattice_zh_en_small.sh" "$work/corpus" "$work/w"
   mv "$work/w/bin/lattice" "$dest/lattice"
   rm -rf "$work"
+fi
+if [ ! -f "$dest/acceptance/corpus.json" ]; then
+  say "acceptance: synthetic corpus with IWSLT14's sentence lengths (translation, lm, lattice), binarized"
+  python "$REPO_ROOT/scripts/gpu/acceptance_corpus.py" "$dest/acceptance"
 fi
 du -sh "$dest"/* >&2
