@@ -255,7 +255,7 @@ def test_load_checkpoint_with_a_partial_config_takes_no_lock_for_fairseqs_models
                           reset_optimizer=False, reset_lr_scheduler=False, reset_meters=False,
                           reset_dataloader=False, optimizer_overrides="{}")
     trainer = mock.MagicMock()
-    trainer.load_checkpoint.return_value = {}
+    trainer.load_checkpoint.return_value = None  # no checkpoint to resume from
     trainer.get_train_iterator.return_value = mock.MagicMock(epoch=1)
     checkpoint_utils.load_checkpoint(cfg, trainer)
     trainer.load_checkpoint.assert_called_once()
@@ -263,3 +263,20 @@ def test_load_checkpoint_with_a_partial_config_takes_no_lock_for_fairseqs_models
     assert save_dir_lock.save_dir_of(SimpleNamespace(save_dir=Path("x"))) == "x"
     assert save_dir_lock.save_dir_of(SimpleNamespace(save_dir="x", no_save=True)) is None
     assert save_dir_lock.save_dir_of(SimpleNamespace()) is None
+
+
+def test_asynchronous_checkpoint_writes_stay_asynchronous(caplog, tmp_path):
+    """``--write-checkpoints-asynchronously``: fairseq's asynchronous writer (iopath's ``opena``), said
+    once in the log; a synchronous write is atomic (no temporary file left, the bytes fairseq writes)."""
+    with mock.patch.object(checkpoint_utils.PathManager, "opena") as opena, \
+            mock.patch.object(checkpoint_utils, "_torch_persistent_save") as save, caplog.at_level("INFO"):
+        checkpoint_utils.torch_persistent_save({}, "async_checkpoint.pt", async_write=True)
+        checkpoint_utils.torch_persistent_save({}, "async_checkpoint.pt", async_write=True)
+    opena.assert_called_with("async_checkpoint.pt", "wb")
+    assert save.call_count == 2
+    assert [r.getMessage() for r in caplog.records].count(
+        "--write-checkpoints-asynchronously: checkpoints are written by fairseq's asynchronous writer, not "
+        "atomically (fairseq_local/patches/atomic_checkpoints.py)") <= 1
+    path = tmp_path / "sync.pt"
+    checkpoint_utils.torch_persistent_save({"w": torch.arange(3)}, str(path))
+    assert torch.equal(torch.load(path, weights_only=True)["w"], torch.arange(3)) and os.listdir(tmp_path) == ["sync.pt"]

@@ -15,8 +15,8 @@ directory is fsync'ed.  A kill at any moment leaves the previous complete file i
 most a hidden ``.NAME.fairseq-local-PID-XXXX.tmp`` file, removed when the next run takes the
 ``--save-dir`` lock, see ``fairseq_local/save_dir_lock.py``; the temporary files are
 :func:`fairseq_local.file_io.atomic_open`'s), so a resumed run continues from the last
-complete checkpoint.  ``--write-checkpoints-asynchronously`` writes synchronously (atomically)
-for local paths, and the log says so once.
+complete checkpoint.  ``--write-checkpoints-asynchronously`` stays asynchronous: those writes are
+fairseq's own (iopath's background writer, not atomic), and the log says so once.
 """
 import logging
 import os
@@ -58,12 +58,14 @@ def install():
         return isinstance(path, str) and not PathManager.path_requires_pathmanager(path)
 
     def torch_persistent_save(obj, filename, async_write: bool = False):
+        if async_write:  # --write-checkpoints-asynchronously stays asynchronous: fairseq's (iopath's) writer
+            if "async" not in _SAID:
+                _SAID.add("async")
+                logger.info("--write-checkpoints-asynchronously: checkpoints are written by fairseq's asynchronous "
+                            "writer, not atomically (fairseq_local/patches/atomic_checkpoints.py)")
+            return original_save(obj, filename, async_write=async_write)
         if not is_local(filename):
             return original_save(obj, filename, async_write=async_write)
-        if async_write and "async" not in _SAID:
-            _SAID.add("async")
-            logger.info("--write-checkpoints-asynchronously: local checkpoints are written synchronously, each "
-                        "one atomically (fairseq_local/patches/atomic_checkpoints.py)")
         atomic_write(filename, lambda f: checkpoint_utils._torch_persistent_save(obj, f))
 
     class AtomicPathManager(PathManager):
