@@ -9,6 +9,7 @@ with the plugin loaded: ``fairseq_cli.interactive.main`` with a replaced ``sys.s
 ``io.StringIO``), fairseq's ``checkpoint_utils.load_checkpoint`` with a partial checkpoint config,
 which takes no ``SAVE_DIR/.train.lock`` for a model that is not ours.
 """
+import argparse
 import io
 import json
 import os
@@ -280,3 +281,19 @@ def test_asynchronous_checkpoint_writes_stay_asynchronous(caplog, tmp_path):
     path = tmp_path / "sync.pt"
     checkpoint_utils.torch_persistent_save({"w": torch.arange(3)}, str(path))
     assert torch.equal(torch.load(path, weights_only=True)["w"], torch.arange(3)) and os.listdir(tmp_path) == ["sync.pt"]
+
+
+def test_parser_errors_change_fairseqs_parsers_only(capsys):
+    """``argparse.ArgumentParser.error`` is one line for fairseq's CLI parsers, argparse's own for any
+    other parser in the process (a notebook's, a library's)."""
+    choices = [f"arch{i}" for i in range(12)]
+    other = argparse.ArgumentParser(prog="other")
+    other.add_argument("--arch", choices=choices)
+    with pytest.raises(SystemExit):
+        other.parse_args(["--arch", "arch1x"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: other") and "invalid choice: 'arch1x' (choose from" in err
+    with pytest.raises(SystemExit):
+        options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "transfromer"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--arch: unknown choice 'transfromer'; did you mean transformer" in err[0], err
