@@ -7,7 +7,7 @@ at any moment leaves the previous complete file (or none), never a truncated one
 file is removed when the write fails, and a full disk is :class:`DiskFullError`, naming the
 destination.  Temporary names match :data:`TMP_RE`
 (``.NAME.fairseq-local-PID-XXXXXXXX.tmp``), so a later run can recognise and remove leftovers of
-a killed one (``patches/save_dir_lock.py``).  :func:`checkpoint_listing` says what a missing
+a killed one (``save_dir_lock.py``).  :func:`checkpoint_listing` says what a missing
 checkpoint's directory holds, for the messages that name it.
 
 This module imports nothing beyond the standard library.

@@ -43,7 +43,6 @@ import torch
 from fairseq import hub_utils
 from fairseq.data import encoders
 from fairseq.hub_utils import GeneratorHubInterface
-from fairseq.models import MODEL_REGISTRY
 from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
 from fairseq.tasks.translation import TranslationTask
 from omegaconf import OmegaConf
@@ -360,17 +359,9 @@ def _data_directory(model_dir: str, data: str) -> str:
     return os.path.abspath(where)
 
 
-def _classmethod(cls, model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOINT, data_name_or_path: str = ".",
-                 **kwargs):
+def from_pretrained_classmethod(cls, model_name_or_path, checkpoint_file: str = DEFAULT_CHECKPOINT,
+                                data_name_or_path: str = ".", **kwargs):
     return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, model_class=cls, **kwargs)
 
 
-_classmethod.__doc__ = from_pretrained.__doc__
-
-
-def install():
-    """Make :func:`from_pretrained` the ``from_pretrained`` classmethod of every model class the
-    plugin registers (fairseq's own classes keep theirs)."""
-    for model_cls in MODEL_REGISTRY.values():
-        if model_cls.__module__.startswith("fairseq_local."):
-            model_cls.from_pretrained = classmethod(_classmethod)
+from_pretrained_classmethod.__doc__ = from_pretrained.__doc__

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+from fairseq import checkpoint_utils
 from fairseq.data import Dictionary
 import pytest
 import torch
@@ -159,6 +160,9 @@ def test_input_is_lowercased_when_the_training_text_was(tiny_checkpoints):
     assert is_lowercased(t.source_dictionary)
     words = t.source_dictionary.symbols[t.source_dictionary.nspecial:t.source_dictionary.nspecial + 3]
     lower, upper = " ".join(words), " ".join(w.capitalize() for w in words)
+    plain, _ = t.get_interactive_tokens_and_lengths([upper], lambda x: x)  # no model of ours yet: fairseq's
+    assert t.source_dictionary.unk() in plain[0].tolist()
+    checkpoint_utils.load_model_ensemble([str(path)], task=t)  # fairseq-interactive loads its model first
     a, _ = t.get_interactive_tokens_and_lengths([upper], lambda x: x)
     b, _ = t.get_interactive_tokens_and_lengths([lower], lambda x: x)
     assert torch.equal(a[0], b[0]) and t.source_dictionary.unk() not in a[0].tolist()

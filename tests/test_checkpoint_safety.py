@@ -19,12 +19,14 @@ import torch
 
 from contract_lib import REPO, make_translation_data
 from fairseq_local.file_io import TMP_RE
-from fairseq_local.patches import atomic_checkpoints, save_dir_lock
+from fairseq_local import save_dir_lock
+from fairseq_local.patches import atomic_checkpoints
 
 BIN = Path(sys.executable).parent
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-TINY_LSTM = ["--arch", "lstm", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
-             "--decoder-embed-dim", "8", "--decoder-hidden-size", "8", "--decoder-out-embed-dim", "8"]
+# one of our models (the --save-dir lock is taken for our models' runs; fairseq's own train as in fairseq)
+TINY_LSTM = ["--arch", "rnnsearch", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8",
+             "--decoder-embed-dim", "8", "--decoder-hidden-size", "8", "--attention-dim", "8"]
 
 KILLING_TRAIN = textwrap.dedent("""
     # fairseq-train whose checkpoint copy to KILL_DEST (from KILL_SRC) SIGKILLs the process mid-write

@@ -1,6 +1,7 @@
 """fairseq_local/patches/exact_resume.py: a run interrupted and resumed from checkpoint_last.pt
 ends exactly as the same run without interruption (dev curve, learning rate of every epoch,
-stopping epoch, final parameters), on a small LSTM LM over real PTB text trained with the
+stopping epoch, final parameters), on a small LSTM LM of ours (``parallel_lstm_lm --wide 1``: the
+patch applies to our models only) over real PTB text trained with the
 harness's schedule (Adam, reduce_lr_on_plateau halving on a stale epoch, early stop after 2).
 The interruptions are placed where plain fairseq loses state: right after an improving epoch
 (the scheduler's new best), right after the first stale epoch (its learning-rate halving), and
@@ -24,8 +25,8 @@ MAX_EPOCH = 30
 def train(data, save_dir, max_epoch):
     """One fairseq-train process, as the harness starts it; its dev points and per-epoch learning rates."""
     cmd = [sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", os.path.join(REPO, "fairseq_local"),
-           "--task", "language_modeling", "--arch", "lstm_lm", "--decoder-embed-dim", "16",
-           "--decoder-hidden-size", "32", "--decoder-out-embed-dim", "16", "--decoder-layers", "1",
+           "--task", "language_modeling", "--arch", "parallel_lstm_lm", "--wide", "1", "--decoder-embed-dim", "16",
+           "--decoder-hidden-size", "32", "--decoder-layers", "1",
            "--dropout", "0.1", "--optimizer", "adam", "--lr", "0.02", "--lr-scheduler", "reduce_lr_on_plateau",
            "--lr-shrink", "0.5", "--lr-patience", "0", "--patience", "2", "--max-epoch", str(max_epoch),
            "--max-tokens", "1000", "--tokens-per-sample", "128", "--sample-break-mode", "eos", "--seed", "1",

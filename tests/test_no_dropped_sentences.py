@@ -23,8 +23,10 @@ from fairseq_local.patches import complete_batches
 
 N = 61  # sentences in every valid/test split here
 MULT = ["--required-batch-size-multiple", "8"]
-TINY_LSTM = ["--arch", "lstm", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
-             "--decoder-hidden-size", "8", "--decoder-out-embed-dim", "8"]
+# one of our models on fairseq's translation task (complete batches are for our models and tasks;
+# fairseq's own models batch as in fairseq, tests/test_plain_fairseq.py)
+TINY_LSTM = ["--arch", "rnnsearch", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
+             "--decoder-hidden-size", "8", "--attention-dim", "8"]
 COMMON = ["--cpu", "--num-workers", "0", "--seed", "1", "--no-progress-bar", "--log-format", "simple"]
 
 
@@ -46,8 +48,11 @@ def test_batches_cover_every_index_once(n, max_sentences, max_tokens, use_vec):
     vec = lengths[indices] if use_vec else None
     args = dict(num_tokens_vec=vec, max_tokens=max_tokens, max_sentences=max_sentences,
                 required_batch_size_multiple=8)
-    ours = data_utils.batch_by_size(indices, lambda i: int(lengths[i]), **args)
+    with complete_batches.batching_for(True):  # the batches of a task of ours
+        ours = data_utils.batch_by_size(indices, lambda i: int(lengths[i]), **args)
     theirs = _original()(indices, lambda i: int(lengths[i]), **args)
+    plain = data_utils.batch_by_size(indices, lambda i: int(lengths[i]), **args)  # fairseq's own tasks
+    assert [list(b) for b in plain] == [list(b) for b in theirs]
     assert np.array_equal(np.concatenate(ours), indices)  # every index once, in order
     assert sum(map(len, theirs)) < n  # fairseq itself drops the remainder here
     assert [list(b) for b in ours[:len(theirs)]] == [list(b) for b in theirs]  # its batches are kept as they are
@@ -61,7 +66,8 @@ def test_no_indices_no_batches():
     none = np.zeros(0, dtype=np.int64)
     with pytest.raises(IndexError):
         _original()(none, lambda i: 1, max_sentences=16, required_batch_size_multiple=8)
-    assert data_utils.batch_by_size(none, lambda i: 1, max_sentences=16, required_batch_size_multiple=8) == []
+    with complete_batches.batching_for(True):
+        assert data_utils.batch_by_size(none, lambda i: 1, max_sentences=16, required_batch_size_multiple=8) == []
 
 
 def test_install_reaches_names_imported_before_the_plugin(monkeypatch):
@@ -74,7 +80,8 @@ def test_install_reaches_names_imported_before_the_plugin(monkeypatch):
     complete_batches.install()  # idempotent: wraps once
     assert early.batch_by_size is data_utils.batch_by_size is not original
     assert data_utils.batch_by_size.__wrapped__ is original
-    assert len(early.batch_by_size(np.arange(5), lambda i: 1, max_sentences=16, required_batch_size_multiple=8)[0]) == 5
+    with complete_batches.batching_for(True):
+        assert len(early.batch_by_size(np.arange(5), lambda i: 1, max_sentences=16, required_batch_size_multiple=8)[0]) == 5
 
 
 # ------------------------------------------------------------------------------------------------

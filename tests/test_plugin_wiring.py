@@ -16,7 +16,7 @@ FOLDERS = ("data", "models", "modules", "tasks", "criterions", "optim", "patches
 # A folder is a floor; so is a top-level module.  Patches change fairseq's behaviour and nothing
 # imports them (fairseq_local/__init__.py installs them).
 FLOORS = (
-    ("version", "_quiet", "errors", "file_io", "safe_loading", "config_checks"),
+    ("version", "_quiet", "errors", "file_io", "safe_loading", "config_checks", "ownership", "save_dir_lock"),
     ("data",),
     ("modules",),
     ("models",),
@@ -108,8 +108,11 @@ def test_every_init_names_each_module_of_its_folder():
 
 def test_install_all_installs_every_patch_module():
     named = _imported_modules(PACKAGE / "patches" / "__init__.py", "fairseq_local.patches")
-    assert [m.__name__.rpartition(".")[2] for m in patches._MODULES] == named
-    assert all(callable(m.install) for m in patches._MODULES)
+    assert sorted(m.__name__.rpartition(".")[2] for m in patches.ORDER) == named
+    assert all(callable(m.install) for m in patches.ORDER)
+    assert [m.__name__.rpartition(".")[2] for m in patches.ORDER] != named  # an order stated, not the alphabet
+    for m in patches.ORDER:  # each docstring names what it changes, for whom and why
+        assert m.__doc__ and len(m.__doc__.split()) >= 20, m.__name__
 
 
 def test_models_register_after_what_they_build_on():
@@ -169,3 +172,121 @@ def test_no_plugin_import_hides_in_a_function_body():
                 elif isinstance(inner, ast.Import):
                     found.update((rel, a.name) for a in inner.names if a.name.startswith("fairseq_local"))
     assert not found, sorted(found)
+
+
+# ------------------------------------------------------------------------------------------------
+# assignments into other libraries: in patches/ only, each target wrapped once
+# ------------------------------------------------------------------------------------------------
+# (file, target) assignments into another library outside patches/, each with its reason
+OUTSIDE_PATCHES = {
+    # the start-up hook runs before fairseq is imported (it cannot live on a floor that imports fairseq)
+    ("_cli_startup.py", "hydra._internal.utils.run_and_report"): "start-up hook: before fairseq",
+    ("_cli_startup.py", "hydra.core.utils.JobReturn.return_value"): "start-up hook: before fairseq",
+    ("_cli_startup.py", "sys.excepthook"): "start-up hook: before fairseq",
+    # safe loading is installed before the patches by fairseq_local/__init__.py (our own loads use it)
+    ("safe_loading.py", "fairseq.checkpoint_utils.load_checkpoint_to_cpu"): "safe loading, installed first",
+    # installed when a run builds this scheduler, on fairseq-train's module (see DEFERRED)
+    ("optim/plateau_every_n_updates.py", "fairseq_cli.train.validate"): "the scheduler's own hook",
+    # a setting, not a wrapper: torch.compile's recompile limit, raised for --rnn-impl compiled only
+    ("modules/fast_path.py", "torch.<cfg>.<attr>"): "--rnn-impl compiled's recompile limit",
+}
+# targets that more than one file wraps (one wrapper inside the other), each with its reason
+WRAPPED_TWICE = {
+    "fairseq.checkpoint_utils.load_checkpoint_to_cpu": "safe_loading.py (every load) + checkpoint_fit.py",
+    "fairseq.trainer.Trainer.load_checkpoint": "checkpoint_fit.py (checks) + exact_resume.py (our runs)",
+    "fairseq.trainer.Trainer.save_checkpoint": "dictionary_fingerprint.py + exact_resume.py (our runs)",
+    "fairseq.distributed.utils.call_main": "option_checks.py + precision.py",
+    "hydra.core.utils.JobReturn.return_value": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
+    "sys.excepthook": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
+    "sys.<module>.main": "fairseq_cli.preprocess.main: option_checks.py + preprocess_input.py",
+}
+
+
+def _foreign_names(tree):
+    """name -> the dotted origin of every name a file binds by importing another library."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if not a.name.startswith("fairseq_local"):
+                    names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and \
+                not node.module.startswith("fairseq_local"):
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _foreign_assignments(source: str):
+    """The dotted targets of the assignments (``X.attr = ...``, ``setattr(X, "attr", ...)``) a file
+    makes into another library: X an imported library name, ``sys.modules`` or a name bound from an
+    expression of one (``cls = getattr(torch.nn, cell)``)."""
+    tree = ast.parse(source)
+    origin = _foreign_names(tree)
+    derived = {}
+    for node in ast.walk(tree):  # names bound by looking a foreign object up (not by constructing one)
+        value = getattr(node, "value", None) if isinstance(node, ast.Assign) else \
+            getattr(node, "iter", None) if isinstance(node, ast.For) else None
+        lookup = isinstance(node, ast.For) or isinstance(value, (ast.Name, ast.Attribute)) or \
+            isinstance(value, ast.Call) and (isinstance(value.func, ast.Name) and value.func.id == "getattr" or
+                                             isinstance(value.func, ast.Attribute) and value.func.attr == "get")
+        if value is None or not lookup:
+            continue
+        bases = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & set(origin)
+        if bases:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, ast.Tuple) else []):
+                    if isinstance(n, ast.Name) and n.id != "self":
+                        derived[n.id] = f"{origin[sorted(bases)[0]]}.<{n.id}>"
+    found = []
+
+    def dotted(expr):
+        if isinstance(expr, ast.Name):
+            return origin.get(expr.id) or derived.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = dotted(expr.value)
+            return None if base is None else f"{base}.{expr.attr}"
+        return None
+
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        targets = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and dotted(t.value) is not None:
+                found.append(f"{dotted(t.value)}.{t.attr}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and \
+                len(node.args) >= 2 and dotted(node.args[0]) is not None:
+            attr = node.args[1].value if isinstance(node.args[1], ast.Constant) else "<attr>"
+            found.append(f"{dotted(node.args[0])}.{attr}")
+    return found
+
+
+def _all_foreign_assignments():
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for target in _foreign_assignments(path.read_text(encoding="utf-8")):
+            out.setdefault(target, set()).add(rel)
+    return out
+
+
+def test_assignments_into_other_libraries_live_in_patches_each_target_once():
+    found = _all_foreign_assignments()
+    outside = {(rel, target) for target, rels in found.items() for rel in rels if not rel.startswith("patches/")}
+    assert outside == set(OUTSIDE_PATCHES), (sorted(outside - set(OUTSIDE_PATCHES)),
+                                             sorted(set(OUTSIDE_PATCHES) - outside))
+    twice = {target for target, rels in found.items() if len(rels) > 1}
+    assert twice == set(WRAPPED_TWICE), (sorted(twice - set(WRAPPED_TWICE)), sorted(set(WRAPPED_TWICE) - twice))
+
+
+def test_assignment_scan_finds_what_it_must():
+    source = ("import sys\nfrom fairseq import checkpoint_utils as cu\nimport torch\nfrom fairseq.trainer import Trainer\n"
+              "cu.load_checkpoint = f\nTrainer.save_checkpoint = g\nsetattr(Trainer, 'x', 1)\nsys.excepthook = h\n"
+              "cls = getattr(torch.nn, 'LSTM')\ncls.forward = k\nm = sys.modules.get('a')\nm.main = k\n"
+              "def f(args):\n    args.x = 1\n    self_made = object()\n    self_made.y = 2\n")
+    assert _foreign_assignments(source) == [
+        "fairseq.checkpoint_utils.load_checkpoint", "fairseq.trainer.Trainer.save_checkpoint", "sys.excepthook",
+        "torch.<cls>.forward", "sys.<m>.main", "fairseq.trainer.Trainer.x"]
+    tuple_source = "from fairseq.trainer import Trainer\nTrainer.a, Trainer.b = f, g\n"
+    assert _foreign_assignments(tuple_source) == ["fairseq.trainer.Trainer.a", "fairseq.trainer.Trainer.b"]

@@ -12,9 +12,12 @@
   :func:`lowercase_input` lowercases the input for such a dictionary, which can only turn
   ``<unk>`` into known words.
 
-:mod:`fairseq_local.patches.interactive_input` installs both into fairseq-interactive; the lattice
-task and the hub (:mod:`fairseq_local.hub`) call :func:`lowercase_input` themselves.
+:mod:`fairseq_local.patches.interactive_input` installs both into fairseq-interactive for our
+models and tasks (fairseq's own keep fairseq's reader); the lattice task and the hub
+(:mod:`fairseq_local.hub`) call :func:`lowercase_input` themselves.  Standard input may be any text
+stream (``io.StringIO``, a notebook's): text read without bytes beneath is already decoded.
 """
+import io
 import logging
 import re
 import sys
@@ -44,13 +47,22 @@ def _decode(raw: bytes, n: int) -> str:
             f"{err.start + 1} of the line); convert the input to UTF-8 (e.g. iconv -f GB18030 -t UTF-8)") from None
 
 
+def _stdin_lines():
+    """Standard input's lines: bytes where it is byte-backed (a terminal, a pipe, a redirected
+    file), checked as UTF-8 by :func:`buffered_read`; the text itself where it is a text stream
+    without bytes beneath (``io.StringIO``, a notebook's, a wrapper), already decoded."""
+    stream = sys.stdin
+    raw = getattr(stream, "buffer", None)
+    return stream if raw is None or isinstance(stream, io.StringIO) else raw
+
+
 def buffered_read(input, buffer_size):
     """fairseq's ``buffered_read`` (lists of at most ``buffer_size`` stripped lines of ``input``,
-    ``-`` = standard input) that refuses a line that is not UTF-8, naming it."""
+    ``-`` = standard input, any text stream there) that refuses a line that is not UTF-8, naming it."""
     _INPUT["name"] = input
     try:
         if input == "-":
-            stream, close = sys.stdin.buffer, False
+            stream, close = _stdin_lines(), False
         else:
             try:
                 stream, close = open(input, "rb"), True
@@ -58,8 +70,8 @@ def buffered_read(input, buffer_size):
                 raise InputFileError(f"--input {input}: no such file") from None
         buffer = []
         try:
-            for n, raw in enumerate(stream, 1):
-                buffer.append(_decode(raw, n).strip())
+            for n, line in enumerate(stream, 1):
+                buffer.append((line if isinstance(line, str) else _decode(line, n)).strip())
                 if len(buffer) >= buffer_size:
                     yield buffer
                     buffer = []

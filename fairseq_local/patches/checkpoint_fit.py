@@ -1,5 +1,11 @@
 """A checkpoint given to a tool that cannot use it is one line naming the checkpoint and the fix.
 
+What it changes: ``checkpoint_utils.load_model_ensemble_and_task``, ``checkpoint_utils.load_checkpoint_to_cpu``
+(over :mod:`fairseq_local.safe_loading`'s) and ``Trainer.load_checkpoint``.  For whom: every load,
+fairseq's own models included: each check refuses only what fairseq would load wrongly or fail on
+(an ensemble whose members have other dictionaries of the same size is refused on purpose: it
+would decode with the wrong words); a checkpoint that fits loads as in fairseq.  Why:
+
 Every tool that loads models for a task it has already set up (``fairseq-generate``,
 ``-interactive``, ``-eval-lm``, ``-validate``, ``--eval-bleu``'s scorers, our scripts) goes through
 ``checkpoint_utils.load_model_ensemble_and_task(filenames, task=TASK)``.  fairseq builds the

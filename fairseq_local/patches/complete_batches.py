@@ -1,4 +1,10 @@
-"""Keep every sentence in fairseq's batches (fairseq issues #5036, #5351).
+"""Keep every sentence in fairseq's batches (fairseq issues #5036, #5351), for our models and tasks.
+
+What it changes: ``fairseq.data.data_utils.batch_by_size`` (and its module-level aliases),
+``FairseqTask.get_batch_iterator`` and ``FairseqTask.filter_indices_by_size``.  For whom: the
+batches of a task of ours or of a task a model of ours was built for (:mod:`fairseq_local.ownership`:
+fairseq builds the model before it asks for batches); every other call is fairseq's code, so
+fairseq's own models batch, train and score exactly as in fairseq.  Why:
 
 ``fairseq.data.data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
 ``--required-batch-size-multiple`` (default 8): a 61-sentence test set yields 56 hypotheses, a
@@ -22,18 +28,43 @@ stops with "The dataset is empty" after a traceback when that is all of them
 (``FairseqTask.filter_indices_by_size`` is wrapped for that), and validation, ``fairseq-generate``
 and ``-eval-lm`` fail in the Cython batcher ("Sentences lengths should not exceed max_tokens").
 """
+import contextlib
 import functools
 import logging
 import sys
 
 import numpy as np
+from fairseq.data import data_utils
+from fairseq.tasks import FairseqTask
 
+from fairseq_local import ownership
 from fairseq_local.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 _MARK = "_fairseq_local_complete_batches"
 _MAX_TOKENS = "_fairseq_local_max_tokens"  # dataset attribute: the --max-tokens of its batch iterator
+_OURS = []  # one entry per batch iterator being made: whether its task is ours
+
+
+@contextlib.contextmanager
+def batching_for(ours: bool):
+    """Within this block ``batch_by_size`` keeps every sentence when ``ours`` (fairseq's otherwise)."""
+    _OURS.append(bool(ours))
+    try:
+        yield
+    finally:
+        _OURS.pop()
+
+
+def _for_ours(make_batches, ours: bool):
+    """A lazy batch sampler (``--rebuild-batches``) that batches as :func:`batching_for` says."""
+    @functools.wraps(make_batches)
+    def batches(*args, **kwargs):
+        with batching_for(ours):
+            return make_batches(*args, **kwargs)
+
+    return batches
 
 
 def _sizes(indices, num_tokens_fn, num_tokens_vec):
@@ -56,6 +87,9 @@ def complete(batch_by_size):
     @functools.wraps(batch_by_size)
     def batch_by_size_keeping_all(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None,
                                   max_sentences=None, required_batch_size_multiple=1, fixed_shapes=None):
+        if not (_OURS and _OURS[-1]):  # fairseq's own models and tasks: fairseq's batches
+            return batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
+                                 required_batch_size_multiple, fixed_shapes)
         # materialise iterables once (fairseq accepts any iterable of indices)
         if not isinstance(indices, np.ndarray):
             indices = np.fromiter(indices, dtype=np.int64, count=-1)
@@ -92,8 +126,6 @@ def complete(batch_by_size):
 
 def _install_filter():
     """fairseq-train: training sentences longer than --max-tokens are skipped; all of them: one line."""
-    from fairseq.tasks import FairseqTask
-
     get_iterator, filter_by_size = FairseqTask.get_batch_iterator, FairseqTask.filter_indices_by_size
     if getattr(filter_by_size, _MARK, False):
         return
@@ -105,10 +137,17 @@ def _install_filter():
             setattr(dataset, _MAX_TOKENS, max_tokens)
         except AttributeError:  # pragma: no cover - a dataset with __slots__
             pass
-        return get_iterator(self, dataset, *args, **kwargs)
+        ours = ownership.task_is_ours(self)
+        with batching_for(ours):
+            iterator = get_iterator(self, dataset, *args, **kwargs)
+        if callable(getattr(iterator, "batch_sampler", None)):  # --rebuild-batches: batched at each epoch
+            iterator.batch_sampler = _for_ours(iterator.batch_sampler, ours)
+        return iterator
 
     @functools.wraps(filter_by_size)
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        if not ownership.task_is_ours(self):  # fairseq's models: fairseq's filter and its messages
+            return filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
         try:
             kept = filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
         except Exception as e:  # fairseq's bare Exception for a sentence longer than the model's positions
@@ -137,8 +176,6 @@ def _install_filter():
 
 def install():
     """Replace ``fairseq.data.data_utils.batch_by_size`` (and every module-level alias of it)."""
-    from fairseq.data import data_utils
-
     _install_filter()
 
     original = data_utils.batch_by_size

@@ -1,5 +1,8 @@
 """Refuse an incomplete binarized split instead of loading half of it.
 
+What it changes: ``fairseq.data.indexed_dataset.make_dataset`` and the dataset classes' loaders.
+For whom: every run, fairseq's own models included (a complete split loads as in fairseq).  Why:
+
 A ``fairseq-preprocess`` killed mid-way can leave ``train.de-en.en.bin`` without its ``.idx`` (or
 a truncated ``.bin``/``.idx``).  fairseq then reports the split as absent and, for a translation
 pair, silently loads it as source-only; training fails later deep inside the model.  :func:`install`

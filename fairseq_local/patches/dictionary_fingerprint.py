@@ -1,5 +1,11 @@
 """Every checkpoint records which dictionaries it was trained with, and is refused with other ones.
 
+What it changes: ``Trainer.save_checkpoint`` (adds the dictionaries' fingerprints to a checkpoint's
+extra state).  For whom: every run, fairseq's own models included: a safety change that keeps the
+weights and every number of the run as fairseq's (the log says once what it adds); the checks apply
+to every load (:mod:`checkpoint_fit`), and a checkpoint without a fingerprint is loaded as fairseq
+loads it.  Why:
+
 A model's embedding and output rows are indexed by its dictionaries' entries.  fairseq notices
 other dictionaries only when their size differs (``size mismatch`` in ``load_state_dict``): a
 checkpoint decoded with the dictionary of another corpus of the same size (two ``--nwords 8000``
@@ -24,6 +30,9 @@ import hashlib
 import logging
 import os
 
+from fairseq.trainer import Trainer
+
+from fairseq_local import ownership
 from fairseq_local.data import corpus_manifest
 from fairseq_local.errors import CheckpointError
 
@@ -155,8 +164,6 @@ def check(path, state, task, data=None):
 def install():
     if _STATE:
         return
-    from fairseq.trainer import Trainer
-
     save = Trainer.save_checkpoint
 
     @functools.wraps(save)
@@ -165,6 +172,10 @@ def install():
             prints = task_fingerprints(self.task)
             if prints:
                 extra_state[KEY] = prints
+                if "said" not in _STATE and not ownership.trainer_is_ours(self):
+                    _STATE["said"] = True
+                    logger.info(f"checkpoints record the fingerprints of their dictionaries (extra_state['{KEY}']), "
+                                "so that other dictionaries of the same size are refused when they are loaded")
             corpus = task_corpus(self.task)
             if corpus:
                 extra_state[CORPUS_KEY] = corpus

@@ -1,5 +1,10 @@
 """A run resumed from ``checkpoint_last.pt`` continues as the uninterrupted run would have.
 
+What it changes: ``Trainer.save_checkpoint``, ``Trainer.load_checkpoint`` and
+``Trainer.get_train_iterator``.  For whom: trainers of our models and tasks
+(:mod:`fairseq_local.ownership`); a trainer of fairseq's own models resumes as fairseq resumes, and
+its checkpoints hold exactly fairseq's extra state.  Why:
+
 fairseq-train keeps three parts of a run's state outside its checkpoints:
 
 * ``--patience``: ``fairseq_cli.train.should_stop_early`` holds the best validation loss and the
@@ -41,6 +46,10 @@ of one uninterrupted run.
 import functools
 import logging
 import sys
+
+from fairseq.trainer import Trainer
+
+from fairseq_local import ownership
 
 logger = logging.getLogger(__name__)
 
@@ -91,12 +100,12 @@ def restore(trainer, extra_state: dict, reset_lr_scheduler: bool):
 def install():
     if _STATE:
         return
-    from fairseq.trainer import Trainer
-
     save, load, get_iterator = Trainer.save_checkpoint, Trainer.load_checkpoint, Trainer.get_train_iterator
 
     @functools.wraps(save)
     def save_checkpoint(self, filename, extra_state):
+        if not ownership.trainer_is_ours(self):
+            return save(self, filename, extra_state)
         train_cli = running_train_module()
         if train_cli is not None and extra_state is not None:
             extra_state[STALE_KEY] = int(getattr(train_cli.should_stop_early, "num_runs", 0))
@@ -109,12 +118,14 @@ def install():
                         reset_meters=False):
         extra_state = load(self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides,
                            reset_meters=reset_meters)
-        if extra_state is not None and not reset_optimizer and not reset_meters:
+        if extra_state is not None and not reset_optimizer and not reset_meters and ownership.trainer_is_ours(self):
             restore(self, extra_state, reset_lr_scheduler)
         return extra_state
 
     @functools.wraps(get_iterator)
     def get_train_iterator(self, epoch, **kwargs):
+        if not ownership.trainer_is_ours(self):
+            return get_iterator(self, epoch, **kwargs)
         batches_epoch = getattr(self, _PENDING, None) or epoch
         setattr(self, _PENDING, None)
         iterator = get_iterator(self, batches_epoch, **kwargs)

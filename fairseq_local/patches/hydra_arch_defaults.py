@@ -1,6 +1,9 @@
 """Under Hydra, a YAML whose ``model._name`` is one of our archs gets that arch's values, as
 ``--arch`` does.
 
+What it changes: ``fairseq.dataclass.initialize.add_defaults``.  For whom: Hydra runs of our
+archs (``model._name`` registered by the plugin); fairseq's archs are filled as in fairseq.  Why:
+
 ``fairseq-hydra-train`` fills a model's config with ``fairseq.dataclass.initialize.add_defaults``
 (again in ``fairseq_cli.train.main``, once ``common.user_dir`` has imported the plugin): the YAML's
 keys over the model's dataclass defaults.  The arch function runs only later, when the model is

@@ -1,5 +1,9 @@
 """Print a user error (:class:`fairseq_local.errors.UserError`) as one line, exit status 2.
 
+What it changes: ``sys.excepthook`` and Hydra's ``JobReturn.return_value``.  For whom: errors of
+the plugin's own kind (``UserError``) only; every other exception reaches the previous hook, as
+without the plugin.  Why:
+
 The hook is installed once, on plugin import, for every entry point:
 
 * plain CLIs (``fairseq-train``/``-generate``/``-interactive``/``-eval-lm``, our scripts):

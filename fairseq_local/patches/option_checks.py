@@ -2,6 +2,12 @@
 a generator, reads data or trains: :func:`install` puts the checks of
 :mod:`fairseq_local.config_checks` where fairseq passes.
 
+What it changes: ``FairseqTask.build_generator``, ``fairseq.models.build_model``,
+``distributed_utils.call_main`` and the ``main`` of fairseq-generate and fairseq-preprocess.  For
+whom: every run; each check refuses only values with which fairseq fails later or silently does
+something else, so a run that fairseq completes completes the same.  ``build_model`` also records
+which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches.  Why:
+
 * ``FairseqTask.build_generator`` (the base of ``translation``, ``language_modeling`` and our
   tasks; used by ``fairseq-generate``, ``fairseq-interactive``, ``--eval-bleu`` validation and
   the hub interface of ``scripts/sample_lm.py``): ``--beam`` and ``--nbest`` must be >= 1,
@@ -30,12 +36,9 @@ a generator, reads data or trains: :func:`install` puts the checks of
   (fairseq builds both and fails in the first forward pass).
 * ``fairseq-preprocess --user-dir fairseq_local``: ``--nwordssrc``/``--nwordstgt`` must be -1 (no
   cap) or >= 1 (fairseq ignores 0).
-* A misspelled choice of a fairseq registry (``--arch``, ``--task``, ``--optimizer``...) is one
-  line with the closest names (``difflib``), not argparse's list of every choice; any other
-  argparse error of a parser whose usage is long (fairseq's: over 100 lines before the error) is
-  the error line alone, pointing to ``--help``.
+
+(fairseq's command-line parsers' errors: ``parser_errors.py``.)
 """
-import argparse
 import functools
 import logging
 import re
@@ -53,9 +56,9 @@ from fairseq_local.config_checks import (
     check_model_keys,
     check_preprocess_options,
     check_task_fits_arch,
-    did_you_mean,
     unknown_key,
 )
+from fairseq_local import ownership
 from fairseq_local.errors import ConfigError, UserError
 from fairseq_local.patches.checkpoint_fit import _CONTEXT
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
@@ -71,27 +74,6 @@ def _warn_stateless(model, task):
     logger.warning(f"{type(model).__name__} carries its recurrent state across windows only with --task "
                    "stateful_language_modeling; with this task every window starts from a zero state (a "
                    "different perplexity than the paper's): pass --task stateful_language_modeling")
-
-
-_USAGE_LINES = 5  # a longer usage (fairseq's parsers: over 100 lines) is left to --help
-
-
-def _install_argparse():
-    error = argparse.ArgumentParser.error
-    if getattr(error, "_fairseq_local", False):
-        return
-
-    @functools.wraps(error)
-    def parser_error(self, message):
-        short = did_you_mean(message)
-        if short is None:
-            if self.format_usage().count("\n") <= _USAGE_LINES:
-                return error(self, message)
-            short = f"{message} ({self.prog} --help lists the options)"  # not fairseq's 130 lines of usage first
-        self.exit(2, f"{self.prog}: error: {short}\n")
-
-    parser_error._fairseq_local = True
-    argparse.ArgumentParser.error = parser_error
 
 
 def _wrap_cli_main(module_name, check):
@@ -115,7 +97,6 @@ def install():
     _wrap_cli_main("fairseq_cli.preprocess", check_preprocess_options)
     if _STATE:
         return
-    _install_argparse()
     build_generator = FairseqTask.build_generator
 
     @functools.wraps(build_generator)
@@ -146,6 +127,7 @@ def install():
             if isinstance(err, UserError) or not str(err).startswith("--"):
                 raise
             raise ConfigError(str(err)) from err
+        ownership.note_model(task, model, cfg)  # which later patches apply (fairseq_local/ownership.py)
         _warn_stateless(model, task)
         return model
 

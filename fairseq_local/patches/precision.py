@@ -1,5 +1,11 @@
 """Precision options on CPUs and GPUs: ``--bf16`` without a TPU, ``--fp16`` only with CUDA.
 
+What it changes: ``distributed_utils.call_main`` and ``torch.nn.LSTM/GRU/RNN.forward``.  For
+whom: every run with ``--bf16`` / ``--fp16``, and every recurrent torch layer in the process: the
+wrapped forward is torch's own call unless this CPU lacks the low-precision kernel (where torch
+fails), so fairseq's numbers are bit for bit where fairseq runs, and the log says once per cell
+and dtype where the fallback computes in float32.  Why:
+
 ``fairseq.options.parse_args_and_arch`` turns every ``--bf16`` into ``--tpu`` (a leftover of the
 TPU-only bf16 of fairseq 0.10), so ``fairseq-train --bf16`` on a GPU or with ``--cpu`` dies in
 ``Trainer.__init__`` (``utils.get_tpu_device``: ``'NoneType' object has no attribute

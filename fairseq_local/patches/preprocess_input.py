@@ -1,5 +1,8 @@
 """``fairseq-preprocess --user-dir fairseq_local`` checks its text for blank lines before binarizing.
 
+What it changes: ``fairseq_cli.preprocess.main``.  For whom: ``fairseq-preprocess --user-dir
+fairseq_local`` (text without blank lines binarizes byte for byte as in fairseq).  Why:
+
 fairseq binarizes a blank line as a sentence without a word (only ``</s>``), silently.
 ``scripts/preprocess.sh`` checks its inputs; run directly, fairseq-preprocess gets the same checks
 (:mod:`fairseq_local.data.blank_lines`) for every file it reads (``--trainpref``, ``--validpref``,

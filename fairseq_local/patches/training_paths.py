@@ -1,5 +1,11 @@
 """The paths fairseq-train is given to start from or write to: one line when they cannot be used.
 
+What it changes: ``checkpoint_utils.verify_checkpoint_directory`` and
+``checkpoint_utils.load_checkpoint`` (which also takes the save-dir lock of our runs,
+:mod:`fairseq_local.save_dir_lock`: one wrapper per target).  For whom: every run, fairseq's own
+models included (each check fails where fairseq would fail or silently train from scratch; a run
+that fairseq trains trains the same).  Why:
+
 * ``--restore-file PATH`` given explicitly (anything but fairseq's default ``checkpoint_last.pt``,
   which a first run does not have) that names no file: fairseq logs "No existing checkpoint found"
   and trains from scratch with exit status 0.  Here it is one line naming the file, what its
@@ -22,6 +28,7 @@ import os
 from fairseq import checkpoint_utils
 
 from fairseq_local.errors import ConfigError
+from fairseq_local.save_dir_lock import lock_for
 from fairseq_local.file_io import checkpoint_listing
 
 DEFAULT_RESTORE = "checkpoint_last.pt"
@@ -29,8 +36,14 @@ _STATE = {}
 
 
 def check_restore(cfg):
-    """``cfg``: fairseq's checkpoint config (``cfg.checkpoint``)."""
-    restore, finetune, save_dir = cfg.restore_file, cfg.finetune_from_model, cfg.save_dir
+    """``cfg``: fairseq's checkpoint config (``cfg.checkpoint``), or the part of it fairseq's
+    ``load_checkpoint`` reads (its programmatic callers pass no more; a save_dir may be a path object)."""
+    restore = getattr(cfg, "restore_file", DEFAULT_RESTORE) or DEFAULT_RESTORE
+    finetune = getattr(cfg, "finetune_from_model", None)
+    save_dir = getattr(cfg, "save_dir", None)
+    if not isinstance(restore, str):
+        restore = os.fsdecode(os.fspath(restore))
+    save_dir = None if save_dir is None else os.fsdecode(os.fspath(save_dir))
     resets = [f"--reset-{name}" for name in ("optimizer", "lr-scheduler", "meters", "dataloader")
               if getattr(cfg, "reset_" + name.replace("-", "_"), False)]
     if finetune is not None and resets:
@@ -43,10 +56,12 @@ def check_restore(cfg):
         what = "is a directory, not a checkpoint file" if os.path.isdir(restore) else \
             f"no such checkpoint file ({checkpoint_listing(restore)})"
         hint = ""
-        in_save_dir = os.path.join(save_dir, restore)
-        if not os.path.isabs(restore) and os.path.isfile(in_save_dir):
+        in_save_dir = os.path.join(save_dir or "", restore)
+        if save_dir and not os.path.isabs(restore) and os.path.isfile(in_save_dir):
             hint = f"; --restore-file is read from the current directory, not --save-dir: pass {in_save_dir}"
         raise ConfigError(f"--restore-file {restore}: {what}{hint}")
+    if save_dir is None:
+        return
     last = os.path.join(save_dir, DEFAULT_RESTORE)
     if finetune is not None and restore == DEFAULT_RESTORE and not os.path.exists(last) and \
             "://" not in finetune and not os.path.isfile(finetune):
@@ -86,6 +101,7 @@ def install():
     @functools.wraps(load)
     def load_checkpoint(cfg, trainer, **passthrough_args):
         check_restore(cfg)
+        lock_for(trainer, cfg)  # our runs: one run per --save-dir (fairseq_local/save_dir_lock.py)
         return load(cfg, trainer, **passthrough_args)
 
     _STATE.update(verify=verify, load=load)

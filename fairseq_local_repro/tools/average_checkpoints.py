@@ -80,10 +80,11 @@ def average_checkpoints(inputs):
 
 def save_atomic(state, path):
     import torch
-    from fairseq_local.patches.atomic_checkpoints import atomic_write
+    from fairseq_local.file_io import atomic_open
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, lambda f: torch.save(state, f))
+    with atomic_open(path, "wb", fsync=True) as f:
+        torch.save(state, f)
 
 
 def parse_args(argv=None):
