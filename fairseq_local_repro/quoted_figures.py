@@ -115,14 +115,22 @@ def committed_figures(folder: Path) -> dict:
     path = folder / "verdict.md"
     verdict = repro_page.read_verdict(str(path))
     paper = {float(x) for x in re.findall(NUM, verdict.fields.get("paper", ""))}
-    for field in ("tested", "also"):
+    claims = verdicts.tested_items(verdict, str(path))
+    rows = list(zip(claims, verdicts.family_verdicts(str(folder), claims, repro_page.load_family)))
+    for field in ("also", "controls"):
         for item in verdicts.tested_items(verdict, str(path), field):
             c = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
-            v = repro_page.claim_verdict(c, item.better, item.other, item.paper, item.relative)
-            if item.paper is not None:
-                paper |= {abs(item.paper), abs(v["paper"])}
-            if v["paper_p"] is not None:
-                kinds["p"].add(v["paper_p"])
+            rows.append((item, verdicts.claim_verdict(c, item)))
+    for item, v in rows:  # each claim row's figures: its interval at its level, MDE, margin, paper test
+        if item.paper is not None:
+            paper |= {abs(item.paper), abs(v["paper"])} | ({abs(v["paper_other"])} if v["paper_other"] else set())
+        if v["paper_p"] is not None:
+            kinds["p"].add(v["paper_p"])
+        if v["ci"] is not None:
+            kinds["interval"].add(tuple(v["ci"]))
+            kinds["gap"].add(v["delta"])
+            kinds["score"] |= {v["mde"]} | ({v["margin"]} if v["margin"] else set())
+            kinds["p"].add(v["p"])
     for k in ("gap", "score", "relative"):
         kinds[k] |= paper
     return kinds
