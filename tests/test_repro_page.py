@@ -476,7 +476,7 @@ def test_the_still_to_run_list_is_the_registry_less_the_published_runs():
             assert f"```bash\n{runset.command(fam.name)}\n```" in entry
             assert re.search(r"<!-- doc-test: parse \(.+\) -->\n```bash\n" + re.escape(runset.command(fam.name)), entry)
     # with nothing left the section stays (the page's promise that no row is still running) and says so
-    assert ("Nothing: every comparison registered" in todo) == (not pending), todo[:300]
+    assert ("No registered run is missing: every comparison registered" in todo) == (not pending), todo[:300]
     for fam in FAMILIES.values():
         clean = {r.rsplit("-s", 1)[0] for d in [RESULTS / fam.name, *(RESULTS / fam.name).glob("*/")]
                  for r in _clean_runs(d)}
@@ -572,10 +572,10 @@ def test_the_still_to_run_section_says_so_when_every_planned_run_is_published(tm
     monkeypatch.setattr(families, "FAMILIES", {})
     monkeypatch.setattr(families, "PLANNED", {})
     section = "\n".join(repro_page.pending_section(str(tmp_path), []))
-    assert section.startswith("## Still to run\n\nNothing: every comparison registered")
+    assert section.startswith("## Still to run\n\nNo registered run is missing: every comparison registered")
     monkeypatch.setattr(families, "PLANNED", {"newfam": "Some paper"})
     section = "\n".join(repro_page.pending_section(str(tmp_path), []))
-    assert "Nothing:" not in section and "### `newfam`" in section
+    assert "No registered run is missing" not in section and "### `newfam`" in section
 
 
 def test_the_layer_and_head_entropy_table_shows_each_flow_layer_and_head():

@@ -87,12 +87,9 @@ def _conditions(source) -> List[str]:
                   _wrap(check["command"]), "```", ""]
     done = [e for e in check.get("entries", []) if e.get("status") == "ok"]
     if done:
-        loads = [x for e in done for x in (e["load_1min_before"], e["load_1min_after"])]
         shares = [e["cpu_seconds"] / e["wall_seconds"] for e in done if e.get("wall_seconds")]
-        text = (f"While the comparisons ran, the 1-minute load average (before and after each) was "
-                f"{min(loads):.2f}–{max(loads):.2f} on {check.get('logical_cpus', '?')} logical CPUs, and each "
-                f"benchmark process got {min(shares):.2f}–{max(shares):.2f} of a core (its CPU seconds over its "
-                "wall seconds).")
+        text = (f"Each benchmark process got {min(shares):.2f}–{max(shares):.2f} of a core (its CPU seconds over "
+                "its wall seconds).")
         if check.get("note"):
             text += f" {check['note'].rstrip('.')}."
         lines += [text, ""]
