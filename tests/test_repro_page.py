@@ -238,7 +238,8 @@ def test_the_claim_verdict_is_the_t_interval_of_the_paired_seeds_at_the_claims_l
     assert v["word"] == verdicts.HOLDS and v["ci"][1] < 0
     assert verdicts.claim_verdict(lm, verdicts.Tested(None, "old", "new", -5.0, True, None))["word"] == \
         verdicts.CONTRADICTED
-    one = verdicts.claim_verdict(_two_systems("lm", [30.0], [32.0]), verdicts.Tested(None, "new", "old", -5.0, True, None))
+    one = verdicts.claim_verdict(_two_systems("lm", [30.0], [32.0]),
+                                 verdicts.Tested(None, "new", "old", -5.0, True, None))
     assert one["word"] == verdicts.ONE_SEED and one["ci"] is None
     with pytest.raises(ValueError, match="toy: no run of nobody"):
         verdicts.claim_verdict(c, verdicts.Tested(None, "new", "nobody", 1.0, False, None))
