@@ -301,15 +301,18 @@ def test_embedded_speed_tables_equal_the_generator():
 
 def test_family_pages_quote_every_published_reproduction():
     """Each family's results section is rendered from docs/results/reproduce/FAMILY, not retyped:
-    every published family has a generated table on its page, and its rows carry the JSON's
-    figures (a changed figure changes the row)."""
+    every published family has a generated table on its page of the folders of its claims' primary
+    settings (the verdict's Tested items), and its rows carry the JSON's figures (a changed figure
+    changes the row)."""
     published = sorted(p.parent.name for p in (REPO / "docs" / "results" / "reproduce").glob("*/comparison.json"))
     assert published and all(f"reproduce_{f}" in docs_speed_table.RESULTS for f in published)
     for family in published:
         page = (REPO / docs_speed_table.FAMILIES[family]).read_text(encoding="utf-8")
         body = docs_speed_table.embedded(page, docs_speed_table.RESULTS_BEGIN.format(f"reproduce_{family}"))
         assert body is not None, family
-        for path in (REPO / "docs" / "results" / "reproduce" / family).glob("*-s*.json"):
+        folders = docs_speed_table.primary_folders(family)
+        assert all(f"From `{rel}/`" in body for rel in folders), family
+        for path in (p for rel in folders for p in (REPO / rel).glob("*-s*.json")):
             r = json.loads(path.read_text(encoding="utf-8"))
             score = r["test"]["ppl"] if r["metric"] == "ppl" else r["test"]["bleu"]
             row = f"| {r['label']} | {r['params'] / 1e6:.2f}M | {r['seed']} | {r['updates']:,} |"
