@@ -50,17 +50,18 @@ CONTRADICTED = "contradicted"
 ONE_SEED = "one seed"
 
 # the verdict words and what each means, in the order the page defines them ("the interval": the
-# claim's interval at its Holm level; "the paper's effect": in the unit that carries it)
+# claim's interval at its Holm level; "the paper's effect": in the unit that carries it; "the claim's
+# side": higher BLEU, lower perplexity)
 WORDS = {
-    HOLDS: "the interval lies above zero and holds the paper's effect (or lies above it)",
-    SMALLER: "the interval lies above zero and below the paper's effect: a real gain, smaller than published",
-    NO_EFFECT: "an equivalence test (two one-sided tests at the claim's level): the interval holds zero and lies "
-               "within ±m, with m (stated) at most half the paper's effect",
+    HOLDS: "the interval lies on the claim's side of zero and holds the paper's effect (or lies beyond it)",
+    SMALLER: "the interval lies between zero and the paper's effect: a real gain, smaller than published",
+    NO_EFFECT: "an equivalence test (two one-sided tests, each at half the claim's level): the interval holds zero "
+               "and lies within ±m, with m (stated) at most half the paper's effect",
     INCONCLUSIVE: "the interval holds zero and the paper's effect, or it holds zero and the minimum detectable "
                   "effect exceeds the paper's: these seeds cannot tell",
-    SIGN_OPEN: "the interval holds zero and lies below the paper's effect, and its width allows no equivalence "
+    SIGN_OPEN: "the interval holds zero but not the paper's effect, and its width allows no equivalence "
                "margin of half the paper's effect: the paper's size is excluded, the sign is not",
-    CONTRADICTED: "the interval lies below zero: the other system is better",
+    CONTRADICTED: "the interval lies on the other side of zero: the other system is better",
 }
 
 FIELDS = {"claim": "Claim", "paper": "Paper", "tested": "Tested", "also": "Also tested", "controls": "Controls",
