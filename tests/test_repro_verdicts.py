@@ -96,3 +96,25 @@ def test_a_claim_is_named_once_in_tested(tmp_path):
     v = verdicts.read_verdict(str(path))
     assert verdicts.tested_items(v, str(path)) == [verdicts.Tested(None, "a", "b", 1.0, False, None, 30.5)]
     assert verdicts.tested_items(v, str(path), "controls") == [verdicts.Tested(None, "a", "c", None, False, None)]
+
+
+def test_each_committed_claim_is_tested_at_its_holm_level_over_its_familys_claims_alone():
+    """The claims table's level of a claim is Holm's over the family's Tested items (controls and
+    sensitivity rows take no part), and the row prints the interval at that level."""
+    from pathlib import Path
+
+    from fairseq_local_repro import page
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results" / "reproduce"
+    text = (root.parents[1] / "results.md").read_text(encoding="utf-8")
+    for folder in sorted(p.parent for p in root.glob("*/verdict.md")):
+        path = str(folder / "verdict.md")
+        v = verdicts.read_verdict(path)
+        items = verdicts.tested_items(v, path)
+        comps = [page.load_family(str(folder / i.variant) if i.variant else str(folder)) for i in items]
+        levels = holm_levels([verdicts.seed_p(c, i.better, i.other) for c, i in zip(comps, items)])
+        rows = verdicts.family_verdicts(str(folder), items, page.load_family)
+        assert [r["level"] for r in rows] == levels, folder.name
+        for r in rows:
+            lo, hi = (f"{x:+.2f}".replace("-", "−") for x in r["ci"])
+            assert f"[{lo}, {hi}] at {100 * (1 - r['level']):.4g} %" in text, (folder.name, r["better"], r["other"])
