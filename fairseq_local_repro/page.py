@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from fairseq_local.file_io import read_json, write_text
 from fairseq_local_repro import compare as stats
+from fairseq_local_repro import verdicts
 from fairseq_local_repro.compare import format_p
 from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables,  # noqa: F401
                                         equal_budget_tables, labels, length_bucket_tables, masking_tables, seed_table,
@@ -44,52 +45,106 @@ def _num(x: float, unit: str = "") -> str:
     return f"{x:+.2f}".replace("-", "−") + (f" {unit}" if unit else "")
 
 
-def claim_line(comparison: dict, item: Tested, fam: str, variant_note: bool = True) -> str:
-    """One line of a claims table: claim, paper, ours, verdict (with whether the paper's effect is
-    excluded and the p-values the word rests on)."""
-    v = claim_verdict(comparison, item.better, item.other, item.paper, item.relative)
-    names = labels(comparison)
-    lm = comparison.get("kind") == "lm"
-    unit = "ppl" if lm else "BLEU"
-    anchor = f"{fam}-{comparison['scale']}-scale"
-    where = f" (`{item.variant}`)" if item.variant and variant_note else ""
-    reading = f", {item.reading}" if item.reading else ""
-    claim = f"[{fam}](#{anchor}){where}: {names[item.better]} > {names[item.other]}{reading}"
+def _signed(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def setting_cell(comparison: dict, seeds: int, variant: Optional[str]) -> str:
+    """Data, scale, training size and paired seeds of a claim's row."""
+    data = re.split(r"[:(]", comparison.get("data", ""))[0].strip()
+    split = comparison.get("split") or {}
+    unit = split.get("unit") or ("captions" if comparison.get("kind") == "lm" else "pairs")
+    size = f"{split['train']:,} train {unit}" if "train" in split else "older split (before the overlap check)"
+    where = f"`{variant}`: " if variant else ""
+    return f"{where}{data}, {comparison['scale']} scale, {size}; {seeds} seed{'s' * (seeds != 1)}"
+
+
+def paper_cell(v: dict, item: Tested) -> str:
+    """The paper's effect in the unit that carries it, with its reading in the other unit."""
     if item.paper is None:
-        paper = "no number"
-    elif item.relative:
-        paper = f"{item.paper:+.1f} %".replace("-", "−") + f" ({_num(v['paper'], unit)} at our {v['ref_mean']:.2f})"
+        return "no number"
+    lm = v["unit"] == "ppl"
+    if lm:
+        text = f"{item.paper:+.1f} %".replace("-", "−") + f" ({_num(v['paper'], 'ppl')} at our {v['ref_mean']:.2f})"
+        other = None if item.ref is None else f"{_num(v['paper_other'], 'ppl')} absolute, of the paper's {item.ref:g}"
     else:
-        paper = _num(item.paper, unit)
-    s = v["seed_level"]
-    if s is None:
-        ours = f"{_num(v['delta'], unit)}, one seed"
-        verdict = f"**{v['word']}**: no seed-level test"
-        return f"| {claim} | {paper} | {ours} | {verdict} |"
-    ci = f"[{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}]".replace("-", "−")
-    rel = f" ({100 * s['delta'] / v['ref_mean']:+.1f} %)".replace("-", "−") if lm else ""
-    ours = f"{_num(s['delta'], unit)} {ci}{rel}; better in {v['better_in']} of {v['seeds']} seeds"
-    why = f"Holm p {format_p(s['p_holm'])}"
-    if v["paper"] is None:
-        excluded = "the paper gives no number"
-    else:
-        excluded = (f"the paper's effect {'excluded' if v['excluded'] else 'not excluded'} "
-                    f"(p {format_p(v['paper_p'])})")
-    return f"| {claim} | {paper} | {ours} | **{v['word']}**: {why}; {excluded} |"
+        text = _num(item.paper, "BLEU")
+        other = None if item.ref is None else (f"{100 * item.paper / item.ref:+.1f} % of the paper's {item.ref:g}, "
+                                               f"{_num(v['paper_other'], 'BLEU')} at our {v['ref_mean']:.2f}"
+                                               ).replace("-", "−")
+    return text + (f"; {other}" if other else "")
 
 
-CLAIMS_HEAD = ["| claim | paper | ours (95% interval) | verdict |", "|---|---|---|---|"]
+def claim_line(comparison: dict, item: Tested, fam: str, v: dict, word: bool = True) -> str:
+    """One row of a claims table: claim, setting, absolute scores, paper, ours (the mean paired
+    difference with the interval at the level ``v`` was decided on), minimum detectable effect and,
+    with ``word``, the verdict (and the other unit's reading where it changes the word)."""
+    names = labels(comparison)
+    unit = "ppl" if v["unit"] == "ppl" else "BLEU"
+    anchor = f"{fam}-{comparison['scale']}-scale"
+    reading = f", {item.reading}" if item.reading else ""
+    cells = [f"[{fam}](#{anchor}): {names[item.better]} > {names[item.other]}{reading}",
+             setting_cell(comparison, v["seeds"], item.variant),
+             f"{v['mean']:.2f} vs {v['ref_mean']:.2f} {unit}", paper_cell(v, item)]
+    if v["ci"] is None:
+        cells += [f"{_num(v['delta'], unit)}, one seed", "–"]
+        if word:
+            cells.append(f"**{v['word']}**: no seed-level test")
+        return "| " + " | ".join(cells) + " |"
+    ci = f"[{_signed(v['ci'][0])}, {_signed(v['ci'][1])}]"
+    rel = f" ({_signed(100 * v['delta'] / v['ref_mean'], 1)} %)" if unit == "ppl" else ""
+    level = f"{100 * (1 - v['level']):.4g} %"
+    cells += [f"{_num(v['delta'], unit)} {ci} at {level}{rel}; better in {v['better_in']} of {v['seeds']} seeds",
+              f"{v['mde']:.2f} {unit}"]
+    if word:
+        text = f"**{verdicts.shown_word(v['word'], v['margin'], unit)}**" if v["word"] else "no claim"
+        if v["word_other"] and v["word_other"] != v["word"]:
+            other = "absolute ppl" if unit == "ppl" else "relative BLEU"
+            text += f" (in {other}: {verdicts.shown_word(v['word_other'], v['margin_other'], unit)})"
+        cells.append(text)
+    return "| " + " | ".join(cells) + " |"
+
+
+CLAIMS_HEAD = ["| claim | setting | scores | paper | ours (interval at the claim's level) | MDE | verdict |",
+               "|---|---|---|---|---|---|---|"]
+ROWS_HEAD = ["| comparison | setting | scores | paper | ours (95% interval) | MDE |", "|---|---|---|---|---|---|"]
+
+
+def _load(folder: str, item: Tested) -> dict:
+    return load_family(os.path.join(folder, item.variant) if item.variant else folder)
 
 
 def claims_table(root: str, families: List[str]) -> List[str]:
-    """The page's opening table: a line per ``**Tested:**`` item of every family."""
-    lines = list(CLAIMS_HEAD)
+    """The page's opening table, a row per claim (each family's ``**Tested:**`` items, its primary
+    settings), each at its Holm level over the family's claims; then the controls."""
+    lines, controls = list(CLAIMS_HEAD), []
     for fam in families:
         folder = os.path.join(root, fam)
         path = os.path.join(folder, "verdict.md")
-        for item in tested_items(read_verdict(path), path):
-            c = load_family(os.path.join(folder, item.variant) if item.variant else folder)
-            lines.append(claim_line(c, item, fam))
+        verdict = read_verdict(path)
+        items = tested_items(verdict, path)
+        for item, v in zip(items, verdicts.family_verdicts(folder, items, load_family)):
+            lines.append(claim_line(_load(folder, item), item, fam, v))
+        for item in tested_items(verdict, path, "controls"):
+            c = _load(folder, item)
+            controls.append(claim_line(c, item, fam, claim_verdict(c, item), word=False))
+    if controls:
+        lines += ["", "Controls (comparisons the papers make no claim on, outside the claims' Holm families; 95% "
+                  "intervals, no verdict):", "", *ROWS_HEAD, *controls]
+    return lines + [""]
+
+
+def sensitivity_rows(folder: str, fam: str, items: List[Tested]) -> List[str]:
+    """The appendix's rows of a claim's other settings (``**Also tested:**``): the same columns as
+    the claims table at the uncorrected 95% level, without a verdict."""
+    if not items:
+        return []
+    lines = ["## Sensitivity rows", "",
+             "The claims in settings other than their primary one (the results page gives the primary setting's "
+             "verdict; these rows are no verdicts), 95% intervals:", "", *ROWS_HEAD]
+    for item in items:
+        c = _load(folder, item)
+        lines.append(claim_line(c, item, fam, claim_verdict(c, item), word=False).replace("](#", f"](../{PAGE}#"))
     return lines + [""]
 
 
@@ -181,14 +236,7 @@ def appendix(comparison: dict, folder: str, verdict: Verdict, tested: List[str],
              f"**Data:** {comparison['data']}.", ""]
     if comparison.get("scale_notes"):
         lines += [f"**Scaled:** {comparison['scale_notes']}.", ""]
-    if also:
-        lines += ["## Older splits and other settings", "",
-                  "The claim on the family's older split (before the overlap check) and in other settings, in the "
-                  "words of the [results page](../" + PAGE + "):", "", *CLAIMS_HEAD]
-        for item in also:
-            c = load_family(os.path.join(folder, item.variant)) if item.variant else comparison
-            lines.append(claim_line(c, item, fam).replace("](#", f"](../{PAGE}#"))
-        lines.append("")
+    lines += sensitivity_rows(folder, fam, also or [])
     runs = table(comparison)
     lines += ["## Runs", "", f"Trained by `{comparison['command']}`"
               + (", except:" if other_commands(comparison) else "."), "", *other_commands(comparison),

@@ -22,7 +22,12 @@ system means, the tables the appendix ``docs/results/<family>.md`` generates fro
 files (length buckets, equal-update tables, entropies), and each tested claim's paper test.  A figure
 of another kind is not written in these forms, or is one of the paper's: the numbers of the
 verdict's ``**Paper:**`` field and its tested items' paper effects count as gaps and scores.
-Parameter counts (``5.16M``), seeds, epochs, updates, unsigned percentages and the training logs'
+Where a sentence names exactly two systems of the family (:data:`ALIASES`), its figures are checked
+against that comparison alone (:func:`comparison_errors`): signed gaps and intervals in one
+orientation of the pair for the whole sentence (a flipped sign or a mirrored interval fails), each
+p-value against its own test (the last one the sentence names: seed-level, two-level, per-sentence
+or the paper test; ``Holm p < 0.001`` must hold for that test's value), and a change after ``Δ``
+carries its sign.  Parameter counts (``5.16M``), seeds, epochs, updates, unsigned percentages and the training logs'
 figures are outside the check.  A figure of an earlier stage (two seeds of five, a test of fewer
 resamples) is in no committed file, so the check fails on it.
 """
@@ -115,16 +120,25 @@ def committed_figures(folder: Path) -> dict:
     path = folder / "verdict.md"
     verdict = repro_page.read_verdict(str(path))
     paper = {float(x) for x in re.findall(NUM, verdict.fields.get("paper", ""))}
-    for field in ("tested", "also"):
+    claims = verdicts.tested_items(verdict, str(path))
+    rows = list(zip(claims, verdicts.family_verdicts(str(folder), claims, repro_page.load_family)))
+    for field in ("also", "controls"):
         for item in verdicts.tested_items(verdict, str(path), field):
             c = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
-            v = repro_page.claim_verdict(c, item.better, item.other, item.paper, item.relative)
-            if item.paper is not None:
-                paper |= {abs(item.paper), abs(v["paper"])}
-            if v["paper_p"] is not None:
-                kinds["p"].add(v["paper_p"])
+            rows.append((item, verdicts.claim_verdict(c, item)))
+    for item, v in rows:  # each claim row's figures: its interval at its level, MDE, margin, paper test
+        if item.paper is not None:
+            paper |= {abs(item.paper), abs(v["paper"])} | ({abs(v["paper_other"])} if v["paper_other"] else set())
+        if v["paper_p"] is not None:
+            kinds["p"].add(v["paper_p"])
+        if v["ci"] is not None:
+            kinds["interval"].add(tuple(v["ci"]))
+            kinds["gap"].add(v["delta"])
+            kinds["score"] |= {v["mde"]} | ({v["margin"]} if v["margin"] else set())
+            kinds["p"].add(v["p"])
     for k in ("gap", "score", "relative"):
         kinds[k] |= paper
+    kinds["pairs"] = pair_figures(folder)
     return kinds
 
 
@@ -139,7 +153,8 @@ def _num(s: str) -> float:
 
 def stale_figures(text: str, figures: dict) -> list:
     """The figures of ``text`` in the checked forms that ``figures`` (:func:`committed_figures`) does
-    not give: ``(kind, shown, offset)`` each."""
+    not give, and, where a sentence names one comparison, those its comparison does not give
+    (:func:`comparison_errors`): ``(kind, shown, offset)`` each."""
     bad = []
     taken = []
     for m in INTERVAL_RE.finditer(text):
@@ -172,7 +187,166 @@ def stale_figures(text: str, figures: dict) -> list:
     for m in PCT_RE.finditer(text):
         if not any(_shown(x, m.group(1)) for x in figures["relative"]):
             bad.append(("relative", m.group(1), m.start()))
+    if "pairs" in figures:
+        bad += comparison_errors(text, figures["pairs"])
     return bad
+
+
+# ---- figures checked against the comparison their sentence names ----------------------------------
+
+# the words by which prose names each system (a sentence that names exactly two systems of the family
+# names their comparison)
+ALIASES = {
+    "dwl_gating": r"DWL(?:-GRU)?", "swl_gating": r"SWL(?:-GRU)?", "word": r"jieba(?!\+)",
+    "word_thulac": r"(?<!\+)thulac(?!\+)", "word_snownlp": r"(?<!\+)snownlp", "char": r"char(?:acter)?s?\b(?! chains)",
+    "m1": r"\bM1\b", "m5": r"\bM5\b", "m9": r"\bM9\b", "wider_cnn": r"wider CNN", "deeper_cnn": r"deeper CNN",
+    "wider_san": r"wider SAN", "deeper_san": r"deeper SAN",
+    "mc_rnn_3": r"MC-RNN-3", "baseline": r"Baseline-RNN(?![-\w])", "baseline_large": r"Baseline-RNN-large",
+    "baseline_deep": r"Baseline-RNN-deep", "gencnn": r"genCNN", "lstm_lm": r"\bLSTM(?![-\w])", "fconv_lm": r"fconv_lm",
+    "wide1": r"\bwide[ =]*1\b", "wide3": r"(?<!full-input )\bwide[ =]*3\b(?!, full)", "wide5": r"\bwide[ =]*5\b",
+    "wide3_full": r"full-input wide 3|wide 3, full input",
+}
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(`\[])|\n\s*\n|\n(?=- )")
+TEST_WORDS = re.compile(r"(?P<two>two-level)|(?P<sentence>per-sentence|per-block|sentence-level|[Ss]eed \d)|"
+                        r"(?P<paper>paper(?:'s)? test|paper's effect)|(?P<seed>seed-level)")
+
+
+def _add_pair(pairs: dict, a: str, b: str, kind: str, value) -> None:
+    """Store ``value`` (a figure of a − b) under the sorted pair; a gap negated and an interval
+    mirrored when the pair sorts the other way."""
+    key = tuple(sorted((a, b)))
+    if key != (a, b) and kind in ("gap", "interval"):  # a p-value has no orientation
+        value = (-value[1], -value[0]) if isinstance(value, tuple) else -value
+    pairs.setdefault(key, {}).setdefault(kind, set()).add(value)
+
+
+def pair_figures(folder: Path) -> dict:
+    """Per pair of systems (sorted names), the figures the family's committed files give for their
+    comparison, as figures of first − second: ``gap`` (differences of means, seed-level, two-level and
+    per-sentence deltas, each seed's difference, the claim rows'), ``interval`` (each test's), and the
+    p-values of each test (``p:seed``, ``p:two``, ``p:sentence``, ``p:paper``; ``holm:...`` likewise)."""
+    pairs: dict = {}
+    for comp in [folder, *sorted(p.parent for p in folder.glob("**/comparison.json") if p.parent != folder)]:
+        c = repro_page.load_family(str(comp))
+        stats = c.get("statistics") or {}
+        for x in stats.get("comparisons", []):
+            a, b = x["system"], x["reference"]
+            _add_pair(pairs, a, b, "gap", x["delta_of_means"])
+            for test, t in (("seed", x.get("seed_level")), ("two", x.get("two_level"))):
+                if t:
+                    _add_pair(pairs, a, b, "gap", t["delta"])
+                    _add_pair(pairs, a, b, "interval", tuple(t["ci95"]))
+                    _add_pair(pairs, a, b, f"p:{test}", t["p"])
+                    _add_pair(pairs, a, b, f"holm:{test}", t["p_holm"])
+            for t in (x.get("per_sentence") or {}).values():
+                _add_pair(pairs, a, b, "gap", t["delta"])
+                _add_pair(pairs, a, b, "interval", tuple(t["ci95"]))
+                _add_pair(pairs, a, b, "p:sentence", t["p"])
+                _add_pair(pairs, a, b, "holm:sentence", t["p_holm"])
+        key = "ppl" if c.get("kind") == "lm" else "bleu"
+        scores = {}
+        for r in c["systems"]:
+            scores.setdefault(r["system"], {})[r["seed"]] = float(r["test"][key])
+        for a, b in itertools.permutations(scores, 2):
+            for k in set(scores[a]) & set(scores[b]):
+                _add_pair(pairs, a, b, "gap", scores[a][k] - scores[b][k])
+            _add_pair(pairs, a, b, "gap", statistics.mean(scores[a].values()) - statistics.mean(scores[b].values()))
+    verdict = repro_page.read_verdict(str(folder / "verdict.md"))
+    path = str(folder / "verdict.md")
+    claims = verdicts.tested_items(verdict, path)
+    rows = list(zip(claims, verdicts.family_verdicts(str(folder), claims, repro_page.load_family)))
+    for field in ("also", "controls"):
+        for item in verdicts.tested_items(verdict, path, field):
+            rows.append((item, verdicts.claim_verdict(
+                repro_page.load_family(str(folder / item.variant) if item.variant else str(folder)), item)))
+    for item, v in rows:
+        if v["ci"] is not None:
+            _add_pair(pairs, item.better, item.other, "gap", v["delta"])
+            _add_pair(pairs, item.better, item.other, "interval", tuple(v["ci"]))
+            _add_pair(pairs, item.better, item.other, "p:seed", v["p"])
+        if v["paper_p"] is not None:
+            _add_pair(pairs, item.better, item.other, "p:paper", v["paper_p"])
+        if v["paper"] is not None:  # the paper's effect, as the score's difference and as the paper writes it
+            for x in (v["paper"], item.paper, v["paper_other"]):
+                if x is not None:
+                    _add_pair(pairs, item.better, item.other, "gap", x)
+    return pairs
+
+
+def named_pair(sentence: str, systems) -> tuple:
+    """The two systems a sentence names, in the order it names them (None unless exactly two)."""
+    found = []
+    for s in systems:
+        m = re.search(ALIASES.get(s, re.escape(s)), sentence)
+        if m:
+            found.append((m.start(), s))
+    return tuple(s for _, s in sorted(found)) if len(found) == 2 else None
+
+
+def _test_of(sentence: str, at: int) -> str:
+    """The test a p-value at ``at`` of ``sentence`` belongs to: the last test the sentence names before
+    it (seed-level when it names none)."""
+    named = [m.lastgroup for m in TEST_WORDS.finditer(sentence[:at])]
+    return named[-1] if named else "seed"
+
+
+def comparison_errors(text: str, pairs: dict) -> list:
+    """The figures of the sentences of ``text`` that name one comparison (two systems) and that this
+    comparison's committed figures do not give: a signed gap or an interval of no orientation of the
+    pair, or signed figures of one sentence in opposite orientations (a flipped sign, a mirrored
+    interval); a p-value not of its own test of this pair ("Holm p < 0.001" included); a change after
+    "Δ" written without its sign.  ``(kind, shown, offset)`` each."""
+    bad = []
+    systems = sorted({s for key in pairs for s in key}, key=len, reverse=True)
+    starts = [0] + [m.end() for m in SENTENCE_END.finditer(text)]
+    ends = [m.start() for m in SENTENCE_END.finditer(text)] + [len(text)]
+    for m in re.finditer(r"Δ\s*(\d+\.\d+)", text):
+        bad.append(("unsigned", m.group(1), m.start()))
+    for start, end in zip(starts, ends):
+        sentence = text[start:end]
+        pair = named_pair(sentence, systems)
+        if pair is None:
+            continue
+        key = tuple(sorted(pair))
+        figs = pairs.get(key, {})
+        orients = {1, -1}
+        for m in INTERVAL_RE.finditer(sentence):
+            lo, hi = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            fits = {o for o in (1, -1) for a, b in figs.get("interval", ())
+                    if (o == 1 and _shown_signed(a, lo) and _shown_signed(b, hi))
+                    or (o == -1 and _shown_signed(-b, lo) and _shown_signed(-a, hi))}
+            if not fits:
+                bad.append(("interval", m.group(0), start + m.start()))
+            elif not fits & orients:
+                bad.append(("orientation", m.group(0), start + m.start()))
+            else:
+                orients &= fits
+        spans = [m.span() for m in INTERVAL_RE.finditer(sentence)]
+        for m in GAP_RE.finditer(sentence):
+            if any(a <= m.start() < b for a, b in spans):
+                continue
+            fits = {o for o in (1, -1) for x in figs.get("gap", ()) if _shown_signed(o * x, m.group(1))}
+            if not fits:
+                bad.append(("gap", m.group(1), start + m.start()))
+            elif not fits & orients:
+                bad.append(("orientation", m.group(1), start + m.start()))
+            else:
+                orients &= fits
+        for m in P_RE.finditer(sentence):
+            test = _test_of(sentence, m.start())
+            holm_ = m.group(1).startswith("Holm")
+            pool = figs.get(("holm:" if holm_ else "p:") + test, set())
+            for s in [m.group(3)] + re.findall(NUM, m.group(4)):
+                ok = any(x < float(s) for x in pool) if m.group(2) == "<" else any(_shown(x, s) for x in pool)
+                if not ok:
+                    bad.append(("p", s, start + m.start()))
+    return bad
+
+
+def _shown_signed(x: float, shown: str) -> bool:
+    """``x`` at the precision shown, sign included (0.00 either way)."""
+    digits = len(shown.split(".")[1]) if "." in shown else 0
+    return round(x, digits) == round(_num(shown), digits) or (round(x, digits) == 0 == _num(shown))
 
 
 def checked_texts(folder: Path) -> dict:

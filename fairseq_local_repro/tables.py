@@ -108,7 +108,7 @@ def _per_sentence_cell(c: dict, n_resamples: Optional[int]) -> str:
 def seed_table(comparison: dict, systems: bool = True) -> List[str]:
     """The comparison's main tables (``comparison['statistics']``, fairseq_local_repro.compare):
     every system over its seeds (unless ``systems=False``: beside a table of the runs), then every
-    comparison with its seed-level t-test (which the verdict follows), its two-level test and each
+    comparison with its seed-level t-test (on which the claims' verdicts rest), its two-level test and each
     seed's per-sentence test, Holm-corrected across the family's comparisons; a line on which runs'
     outputs are committed and which runs are still queued."""
     stats = comparison.get("statistics") or {}
@@ -140,12 +140,12 @@ def seed_table(comparison: dict, systems: bool = True) -> List[str]:
                          f"| {(format_p(two['p']) + ' (' + format_p(two['p_holm']) + ')') if two else '–'} "
                          f"| {_per_sentence_cell(c, stats.get('n_resamples'))} |")
         lines += ["", (f"Holm's correction runs over the family's {n} seed-level comparison{'' if n == 1 else 's'}; "
-                       "the verdict follows the seed-level test." if n else
+                       "the claims' verdicts use their own Holm levels over the family's claims (the claims table)." if n else
                        "No seed-level test: no comparison has two or more seeds of both systems."), ""]
     with_outputs, runs = stats.get("runs_with_outputs", 0), stats.get("runs", 0)
     if with_outputs == 0:
-        lines += ["Per-sentence outputs of these runs were not committed (they were published before outputs were "
-                  "kept): their per-sentence and two-level tests cannot be recomputed and are not shown.", ""]
+        lines += ["Per-sentence outputs of these runs are not committed: their per-sentence and two-level tests cannot "
+                  "be recomputed and are not shown.", ""]
     elif with_outputs < runs:
         lines += [f"Per-sentence outputs are committed for {with_outputs} of the {runs} runs; the others' per-sentence "
                   "tests are not shown.", ""]

@@ -631,6 +631,11 @@ def test_acceptance_tiny_real_training_on_cpu(tmp_path, acceptance_data):
 
 
 def test_acceptance_option_errors(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        _one_error(sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", ok=False),
+                   "acceptance: error: no CUDA device (use --cpu --tiny to check the kit on CPU)")
     _one_error(sh(sys.executable, GPU / "acceptance.py", tmp_path / "out", "--cpu", "--data", tmp_path / "none",
                   ok=False), f"acceptance: error: --data {tmp_path / 'none'}: no lm/ (build it with python "
                              f"scripts/gpu/acceptance_corpus.py {tmp_path / 'none'})")

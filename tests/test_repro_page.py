@@ -209,49 +209,40 @@ def test_publish_commits_language_model_sentence_scores(tmp_path):
     assert c["per_sentence"]["1"]["p"] == round(expected["p"], 4) and c["per_sentence"]["1"]["delta"] < 0
 
 
-def _two_systems(kind: str, a_scores, b_scores, p_holm):
-    """A comparison of 'new' against 'old' with the statistics compare.analyse would give."""
-    runs = [{"system": s, "label": s.upper(), "seed": k + 1} for s, xs in (("new", a_scores), ("old", b_scores))
-            for k in range(len(xs))]
-    mean = lambda xs: round(sum(xs) / len(xs), 2)  # noqa: E731
-    delta = round(mean(a_scores) - mean(b_scores), 2)
-    seed = None if p_holm is None else {"delta": delta, "ci95": [delta - 1, delta + 1], "p": p_holm / 2,
-                                        "p_holm": p_holm, "sd": 0.4, "seeds": list(range(1, len(a_scores) + 1))}
-    stats = {"higher_is_better": kind != "lm",
-             "systems": {"new": {"mean": mean(a_scores)}, "old": {"mean": mean(b_scores)}},
-             "comparisons": [{"system": "new", "reference": "old", "paired_seeds": len(a_scores),
-                              "delta_of_means": delta, "seed_level": seed, "better_in": 0,
-                              "per_sentence": {"1": {"delta": 0.5, "p_holm": 0.02}}}]}
-    return {"family": "toy", "kind": kind, "systems": runs, "statistics": stats}
+def _two_systems(kind: str, a_scores, b_scores):
+    """A loaded comparison of 'new' against 'old': one run per seed with its test score."""
+    key = "ppl" if kind == "lm" else "bleu"
+    runs = [{"system": s, "label": s.upper(), "seed": k + 1, "test": {key: x}}
+            for s, xs in (("new", a_scores), ("old", b_scores)) for k, x in enumerate(xs)]
+    return {"family": "toy", "kind": kind, "systems": runs}
 
 
-@pytest.mark.parametrize("kind,a,b,p_holm,better,paper,word", [
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", 1.2, "holds"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "new", 4.0, "smaller than the paper's"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.01, "old", 1.2, "contradicted"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", 1.2, "consistent with the paper"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", 4.0, "no effect"),
-    ("translation", [30.0, 31.0, 32.0], [29.0, 30.0, 30.5], 0.2, "new", None, "not significant"),
-    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", -5.0, "holds"),  # lower perplexity is better
-    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "new", -20.0, "smaller than the paper's"),
-    ("lm", [30.0, 30.5, 31.0], [32.0, 32.5, 33.0], 0.03, "old", -5.0, "contradicted"),
-    ("lm", [30.0], [32.0], None, "new", -5.0, "one seed"),  # one seed: no seed-level test
-])
-def test_the_verdict_word_follows_the_seed_level_and_paper_tests(kind, a, b, p_holm, better, paper, word):
-    comparison = _two_systems(kind, a, b, p_holm)
-    other = "old" if better == "new" else "new"
-    v = repro_page.claim_verdict(comparison, better, other, paper, relative=kind == "lm")
-    assert v["word"] == word and word in verdicts.WORDS
-    sign = 1 if better == "new" else -1
-    assert v["delta"] == pytest.approx(sign * (sum(a) / len(a) - sum(b) / len(b)), abs=0.01)
-    assert v["per_sentence"]["1"]["delta"] == 0.5 * sign
-    if p_holm is not None and paper is not None:  # excluded exactly when the paper lies outside the interval
-        lo, hi = v["seed_level"]["ci95"]
-        assert v["excluded"] == (not lo <= v["paper"] <= hi)
-        if kind == "lm":  # a relative change of the other system's mean
-            assert v["paper"] == pytest.approx(paper / 100 * (sum(b if better == "new" else a) / len(a)), abs=0.01)
-    with pytest.raises(ValueError, match="toy: no comparison of new with nobody"):
-        repro_page.claim_verdict(comparison, "new", "nobody")
+def test_the_claim_verdict_is_the_t_interval_of_the_paired_seeds_at_the_claims_level():
+    """The interval, p and word of a claim from its runs' seed scores, against scipy's t-test."""
+    from scipy import stats
+
+    a, b = [30.0, 31.0, 32.5], [29.0, 30.0, 30.5]
+    c = _two_systems("translation", a, b)
+    for level in (0.05, 0.025):
+        v = verdicts.claim_verdict(c, verdicts.Tested(None, "new", "old", 1.2, False, None, 30.0), level)
+        d = [x - y for x, y in zip(a, b)]
+        ref = stats.ttest_1samp(d, 0.0).confidence_interval(1 - level)
+        assert v["ci"] == pytest.approx((ref.low, ref.high)) and v["p"] == pytest.approx(stats.ttest_1samp(d, 0).pvalue)
+        assert v["delta"] == pytest.approx(sum(d) / 3) and v["better_in"] == 3 and v["seeds"] == 3
+        assert v["paper_other"] == pytest.approx(1.2 / 30.0 * sum(b) / 3)  # relative BLEU at our reference mean
+        assert v["word"] == verdicts.decide(ref.low, ref.high, 1.2, v["mde"])[0]
+    # lower perplexity is better: the gain is the other system's score minus ours
+    lm = _two_systems("lm", [30.0, 30.5, 31.0], [32.0, 32.4, 33.1])
+    v = verdicts.claim_verdict(lm, verdicts.Tested(None, "new", "old", -5.0, True, None, 100.0))
+    assert v["paper"] == pytest.approx(-0.05 * (32.0 + 32.4 + 33.1) / 3) and v["paper_other"] == pytest.approx(-5.0)
+    assert v["word"] == verdicts.HOLDS and v["ci"][1] < 0
+    assert verdicts.claim_verdict(lm, verdicts.Tested(None, "old", "new", -5.0, True, None))["word"] == \
+        verdicts.CONTRADICTED
+    one = verdicts.claim_verdict(_two_systems("lm", [30.0], [32.0]),
+                                 verdicts.Tested(None, "new", "old", -5.0, True, None))
+    assert one["word"] == verdicts.ONE_SEED and one["ci"] is None
+    with pytest.raises(ValueError, match="toy: no run of nobody"):
+        verdicts.claim_verdict(c, verdicts.Tested(None, "new", "nobody", 1.0, False, None))
 
 
 def test_a_verdict_file_gives_fields_summary_and_analysis(tmp_path):
@@ -294,11 +285,9 @@ def test_every_committed_verdict_states_the_words_its_tests_give():
         opening = re.match(r"\*\*(.+?)\*\*", verdict.summary, re.S).group(1).lower().replace("\n", " ")
         items = verdicts.tested_items(verdict, str(path))
         assert items, path
-        for item in items + verdicts.tested_items(verdict, str(path), "also"):
-            comparison = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
-            word = repro_page.claim_verdict(comparison, item.better, item.other, item.paper, item.relative)["word"]
-            if item in items:
-                assert word in opening, (path, item, word, opening)
+        for item, v in zip(items, verdicts.family_verdicts(str(folder), items, repro_page.load_family)):
+            word = verdicts.shown_word(v["word"], v["margin"], "ppl" if v["unit"] == "ppl" else "BLEU")
+            assert word.lower() in opening, (path, item, word, opening)
         assert len(verdict.summary.splitlines()) <= 8, f"{path}: the summary is a few lines; the rest is analysis"
 
 
@@ -339,13 +328,18 @@ def _figures(folder: Path) -> list:
             ks = sorted(seeds)
             out += [st.mean(seeds[k] for k in ks[:n]) for n in range(1, len(ks) + 1) if None not in seeds.values()]
     verdict = repro_page.read_verdict(str(folder / "verdict.md"))
-    for field in ("tested", "also"):
+    claims = verdicts.tested_items(verdict, str(folder / "verdict.md"))
+    rows = list(zip(claims, verdicts.family_verdicts(str(folder), claims, repro_page.load_family)))
+    for field in ("also", "controls"):
         for item in verdicts.tested_items(verdict, str(folder / "verdict.md"), field):
             c = repro_page.load_family(str(folder / item.variant) if item.variant else str(folder))
-            v = repro_page.claim_verdict(c, item.better, item.other, item.paper, item.relative)
-            out += [x for x in (item.paper, v["paper"], v["paper_p"]) if x is not None]
-            if v["seed_level"]:
-                out.append(100 * v["seed_level"]["delta"] / v["ref_mean"])
+            rows.append((item, verdicts.claim_verdict(c, item)))
+    for item, v in rows:
+        out += [x for x in (item.paper, v["paper"], v["paper_other"], v["paper_p"], v["mde"], v["margin"], v["p"])
+                if x is not None]
+        out += list(v["ci"] or ()) + [100 * (1 - v["level"])]
+        if v["ci"] is not None:
+            out += [v["delta"], 100 * v["delta"] / v["ref_mean"]]
     return out
 
 
@@ -385,10 +379,10 @@ def test_every_statistic_quoted_in_prose_is_in_the_committed_json():
 
 
 @pytest.mark.parametrize("old,new,kind,shown", [
-    ("Holm p\n1.000)", "Holm p\n0.93)", "p", "0.93"),  # DWL − jieba's Holm value at an earlier stage
-    ("(−0.81 to +1.97", "(−1.47 to +2.65", "interval", "−1.47 to +2.65"),  # its interval over four seeds
-    ("(+0.18 to +2.59, Holm 0.23)", "(+0.18 to +2.59, Holm 0.27)", "p", "0.27"),
-    ("by 0.58 BLEU", "by 0.57 BLEU", "score", "0.57"),
+    ("Holm 1.000 over", "Holm 0.93 over", "p", "0.93"),  # DWL − jieba's Holm value at an earlier stage
+    ("interval −0.81 to +1.97", "interval −1.47 to +2.65", "interval", "−1.47 to +2.65"),  # over four seeds
+    ("Holm 0.23; two-level", "Holm 0.27; two-level", "p", "0.27"),
+    ("by 0.46 BLEU", "by 0.45 BLEU", "score", "0.45"),
     ("SWL vs jieba +1.38", "SWL vs jieba +1.36", "gap", "+1.36"),
 ])
 def test_the_prose_check_fails_on_a_planted_stale_figure(old, new, kind, shown):
@@ -402,14 +396,18 @@ def test_the_prose_check_fails_on_a_planted_stale_figure(old, new, kind, shown):
     assert [(k, s) for k, s, _ in bad] == [(kind, shown)], bad
 
 
-def test_the_claims_table_says_for_every_claim_whether_the_papers_effect_is_excluded():
+def test_the_claims_table_has_one_row_per_claim_with_its_word_and_the_controls_outside_it():
     page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
-    rows = page.split("| claim | paper | ours (95% interval) | verdict |\n|---|---|---|---|\n")[1].split("\n\n")[0]
-    rows = rows.splitlines()
+    rows = page.split("\n".join(repro_page.CLAIMS_HEAD) + "\n")[1].split("\n\n")[0].splitlines()
     assert len(rows) == sum(len(verdicts.tested_items(repro_page.read_verdict(str(p)), str(p)))
                             for p in RESULTS.glob("*/verdict.md"))
+    words = sorted(verdicts.WORDS, key=len, reverse=True)
     for row in rows:
-        assert "excluded (p" in row or "the paper gives no number" in row, row
+        cells = row.split(" | ")
+        assert " at " in cells[4] and "%" in cells[4], row  # the interval says the level it was decided on
+        assert any(cells[-1].startswith(f"**{w.replace('±m', '±')}") for w in words), row
+    controls = page.split("\n".join(repro_page.ROWS_HEAD) + "\n")[1].split("\n\n")[0].splitlines()
+    assert any("fconv_lm" in r for r in controls) and not any("fconv_lm" in r for r in rows)
     for word in verdicts.WORDS:  # the words are defined once, on the page
         assert page.count(f"* **{word}**: ") == 1
     assert len(page.splitlines()) <= 350
@@ -479,7 +477,7 @@ def test_the_still_to_run_list_is_the_registry_less_the_published_runs():
             assert f"```bash\n{runset.command(fam.name)}\n```" in entry
             assert re.search(r"<!-- doc-test: parse \(.+\) -->\n```bash\n" + re.escape(runset.command(fam.name)), entry)
     # with nothing left the section stays (the page's promise that no row is still running) and says so
-    assert ("Nothing: every comparison registered" in todo) == (not pending), todo[:300]
+    assert ("No registered run is missing: every comparison registered" in todo) == (not pending), todo[:300]
     for fam in FAMILIES.values():
         clean = {r.rsplit("-s", 1)[0] for d in [RESULTS / fam.name, *(RESULTS / fam.name).glob("*/")]
                  for r in _clean_runs(d)}
@@ -575,10 +573,10 @@ def test_the_still_to_run_section_says_so_when_every_planned_run_is_published(tm
     monkeypatch.setattr(families, "FAMILIES", {})
     monkeypatch.setattr(families, "PLANNED", {})
     section = "\n".join(repro_page.pending_section(str(tmp_path), []))
-    assert section.startswith("## Still to run\n\nNothing: every comparison registered")
+    assert section.startswith("## Still to run\n\nNo registered run is missing: every comparison registered")
     monkeypatch.setattr(families, "PLANNED", {"newfam": "Some paper"})
     section = "\n".join(repro_page.pending_section(str(tmp_path), []))
-    assert "Nothing:" not in section and "### `newfam`" in section
+    assert "No registered run is missing" not in section and "### `newfam`" in section
 
 
 def test_the_layer_and_head_entropy_table_shows_each_flow_layer_and_head():

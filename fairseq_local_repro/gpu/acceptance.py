@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+import torch
+
 from fairseq_local.file_io import read_json, write_json
 from fairseq_local_repro.bench_entries import ENTRIES
 
@@ -310,11 +312,8 @@ def _fmt(x, unit=""):
 def main(argv=None):
     a = parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
-    if not a.cpu:
-        import torch
-
-        if not torch.cuda.is_available():
-            sys.exit("acceptance: error: no CUDA device (use --cpu --tiny to check the kit on CPU)")
+    if not a.cpu and not torch.cuda.is_available():
+        sys.exit("acceptance: error: no CUDA device (use --cpu --tiny to check the kit on CPU)")
     for f in a.families:
         d = os.path.join(a.data, FAMILIES[f]["data"])
         if not os.path.isdir(d):

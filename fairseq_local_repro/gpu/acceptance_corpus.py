@@ -28,8 +28,12 @@ import shutil
 import sys
 
 import numpy as np
+from fairseq import options
+from fairseq_cli import preprocess
 
+from fairseq_local.data.lattice import merge_tokenizations
 from fairseq_local.file_io import read_json, write_json, write_lines
+from fairseq_local_repro.tools import preprocess_lattices
 
 # the tool's constants (shared/tools/iwslt_like_lengths.py)
 TGT_LOG_MEDIAN, TGT_SIGMA, SRC_SHIFT, SRC_SIGMA, MAX_LEN = np.log(20.5), 0.62, 0.05, 0.18, 175
@@ -62,8 +66,6 @@ def lattice_lines(rng, lengths, vocab: int, char_vocab: int):
     distribution over ``vocab`` types (each type a fixed string of 1-3 characters; the last word is
     cut to fit), merged with two other segmentations: each word's first character split off, and
     the characters themselves."""
-    from fairseq_local.data.lattice import merge_tokenizations
-
     table = np.random.RandomState(12345)  # the word types do not depend on the seed
     type_len = table.randint(1, 4, size=vocab)
     type_chars = np.array([chr(CJK_FIRST + int(k)) for k in range(char_vocab)])[
@@ -83,15 +85,10 @@ def lattice_lines(rng, lengths, vocab: int, char_vocab: int):
 
 
 def _fairseq_preprocess(argv):
-    from fairseq import options
-    from fairseq_cli import preprocess
-
     preprocess.main(options.get_preprocessing_parser().parse_args(argv))
 
 
 def _lattice_preprocess(argv):
-    from fairseq_local_repro.tools import preprocess_lattices
-
     rc = preprocess_lattices.main(argv)
     if rc != 0:
         raise RuntimeError(f"preprocess_lattices exited with {rc}")

@@ -87,12 +87,9 @@ def _conditions(source) -> List[str]:
                   _wrap(check["command"]), "```", ""]
     done = [e for e in check.get("entries", []) if e.get("status") == "ok"]
     if done:
-        loads = [x for e in done for x in (e["load_1min_before"], e["load_1min_after"])]
         shares = [e["cpu_seconds"] / e["wall_seconds"] for e in done if e.get("wall_seconds")]
-        text = (f"While the comparisons ran, the 1-minute load average (before and after each) was "
-                f"{min(loads):.2f}–{max(loads):.2f} on {check.get('logical_cpus', '?')} logical CPUs, and each "
-                f"benchmark process got {min(shares):.2f}–{max(shares):.2f} of a core (its CPU seconds over its "
-                "wall seconds).")
+        text = (f"Each benchmark process got {min(shares):.2f}–{max(shares):.2f} of a core (its CPU seconds over "
+                "its wall seconds).")
         if check.get("note"):
             text += f" {check['note'].rstrip('.')}."
         lines += [text, ""]
@@ -199,18 +196,31 @@ def _mc_rnn_multi30k_updates() -> str:
     return "\n".join(lines) + "\n"
 
 
+def primary_folders(family: str) -> list:
+    """The folders of a family's claims in their primary settings (its verdict's ``**Tested:**``
+    items), relative to the repository, in their order."""
+    from fairseq_local_repro import verdicts
+
+    base = f"docs/results/reproduce/{family}"
+    path = os.path.join(REPO, base, "verdict.md")
+    items = verdicts.tested_items(verdicts.read_verdict(path), path)
+    return [f"{base}/{v}" if v else base for v in dict.fromkeys(i.variant or "" for i in items)] or [base]
+
+
 def _reproduce(family: str) -> str:
-    """A family's reproduction (``scripts/reproduce.py``) as published in docs/results/reproduce/."""
+    """A family's headline runs: the published folders of its claims' primary settings."""
     from fairseq_local_repro import page as repro_page
 
-    rel = f"docs/results/reproduce/{family}"
-    comparison = repro_page.load_family(os.path.join(REPO, rel))
+    parts = []
+    for rel in primary_folders(family):
+        comparison = repro_page.load_family(os.path.join(REPO, rel))
+        runs = repro_page.summary_table(comparison)
+        parts.append(f"From `{rel}/`, trained by `{comparison['command']}`:\n\n" + runs + "\n"
+                     + "\n".join(["", *repro_page.dagger_note(runs)]).rstrip() + "\n")
     anchor = f"{family}-{comparison['scale']}-scale"
-    runs = repro_page.summary_table(comparison)
-    return (f"From `{rel}/`, trained by `{comparison['command']}`; the seed-level tests and the verdict are in "
-            f"[results.md](results.md#{anchor}), the curves, equal-update tables, scaling notes, sweeps and analysis "
-            f"in [results/{family}.md](results/{family}.md)"
-            + ".\n\n" + runs + "\n" + "\n".join(["", *repro_page.dagger_note(runs)]).rstrip() + "\n")
+    return (f"The runs of the claims' primary settings; the tests and the verdicts are in "
+            f"[results.md](results.md#{anchor}), the other settings, older splits, curves, sweeps and analysis in "
+            f"[results/{family}.md](results/{family}.md).\n\n" + "\n".join(parts))
 
 
 # name -> (renderer, page or pages); the GPU page's sections and docs/gpu.md's hours table come from
