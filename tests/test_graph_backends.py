@@ -93,6 +93,8 @@ class FakeGraph:
 
     def capture_end(self):
         self.log.append(("end", {}))
+        if self.log[-2][0] == "failed":
+            raise RuntimeError("operation failed due to a previous error during capture")
 
 
 class FakeStream:
@@ -116,7 +118,8 @@ def fake_cuda(monkeypatch, log):
 def test_cuda_capture_is_thread_local_and_keeps_the_pinned_memory_cache(monkeypatch):
     """``CudaBackend.capture`` begins the capture in ``thread_local`` mode (fairseq's loader thread
     may pin host memory meanwhile), into the given pool, never empties a cache, reports how much
-    reserved memory the pool grew by, and ends the capture when the captured code fails."""
+    reserved memory the pool grew by, and ends the capture when the captured code fails (reporting
+    that failure, not the invalidated capture's)."""
     log = []
     fake_cuda(monkeypatch, log)
     cuda = graph_backends.CudaBackend()
@@ -129,10 +132,11 @@ def test_cuda_capture_is_thread_local_and_keeps_the_pinned_memory_cache(monkeypa
     fake_cuda(monkeypatch, log)
 
     def failing():
+        log.append(("failed", {}))
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    with pytest.raises(RuntimeError, match="not permitted"):
+    with pytest.raises(RuntimeError, match="not permitted"):  # the captured code's error, not capture_end's
         cuda.capture(failing, pool=None, name="L._step")
-    assert [what for what, _ in log] == ["sync", "begin", "end"]
+    assert [what for what, _ in log] == ["sync", "begin", "failed", "end"]
     _, grads, _ = cuda.capture(lambda outs: outs[::-1], pool=None, name="L._step", forward=graph, outputs=[1, 2])
     assert grads == [2, 1]  # a backward capture runs on the forward's outputs

@@ -133,6 +133,9 @@ class CudaBackend:
     PEAK_BYTES = False  # a capture reports how much the pool grew
     CHECKS_OWNERSHIP = False
 
+    def __init__(self):
+        self._stream = None
+
     def new_pool(self):
         return torch.cuda.graph_pool_handle()
 
@@ -153,14 +156,21 @@ class CudaBackend:
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         before = torch.cuda.memory_reserved()
-        stream = torch.cuda.Stream()
+        if self._stream is None:  # one capture stream, as torch.cuda.graph keeps one
+            self._stream = torch.cuda.Stream()
+        stream = self._stream
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             graph.capture_begin(pool=pool, capture_error_mode=self.CAPTURE_ERROR_MODE)
             try:
                 out = fn() if forward is None else fn(outputs)
-            finally:
-                graph.capture_end()
+            except BaseException:
+                try:  # end the invalidated capture; the captured code's error is the one to report
+                    graph.capture_end()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
+            graph.capture_end()
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         return graph, out, max(0, torch.cuda.memory_reserved() - before)
