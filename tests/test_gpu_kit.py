@@ -351,20 +351,20 @@ def test_fastpath_part_writes_its_own_file(tmp_path):
 
 def test_startup_part_runs_startup_cost_for_each_family(tmp_path):
     """--part startup (its own device call): scripts/startup_cost.py for every family with the option,
-    eager and auto first, then compiled, each run's totals in OUT/startup.json (here on CPU with tiny
+    eager and cuda-graphs first, then compiled, each run's totals in OUT/startup.json (here on CPU with tiny
     models, genCNN and DPN-S2S only)."""
     out = tmp_path / "out"
     run_all.main([str(out), "--part", "startup", "--cpu", "--tiny", "--only", "gencnn|dpn"])
     runs = json.loads((out / "startup.json").read_text())["runs"]
     assert [(r["name"], r["impls"], r["status"]) for r in runs] == [
-        ("gencnn", "eager,auto", "ok"), ("dpn_s2s", "eager,auto", "ok"), ("gencnn", "compiled", "ok"),
+        ("gencnn", "eager,cuda-graphs", "ok"), ("dpn_s2s", "eager,cuda-graphs", "ok"), ("gencnn", "compiled", "ok"),
         ("dpn_s2s", "compiled", "ok")]
     for r in runs:
         assert r["command"].startswith("python scripts/startup_cost.py ") and "--device cpu" in r["command"]
         steps = r["result"]["steps"]
         assert {s["impl"] for s in steps} == set(r["impls"].split(",")) and len(steps) == 2 * len(r["impls"].split(","))
         assert all(isinstance(s["seconds"], float) and s["seconds"] >= 0 for s in steps)
-    assert "startup gencnn eager,auto: ok; eager " in (out / "run_all.log").read_text()
+    assert "startup gencnn eager,cuda-graphs: ok; eager " in (out / "run_all.log").read_text()
 
 
 # ------------------------------------------------------------------------------------------------

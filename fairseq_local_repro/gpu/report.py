@@ -169,11 +169,11 @@ def status_line(entries: List[dict]) -> str:
         return f"**{PREDATES}.**"
     if not fast_path_measured(entries):
         return ("**Eager path only**: the fast path has not been measured on a GPU yet (no row ran "
-                "`--rnn-impl auto` or `compiled`).")
+                "`--rnn-impl cuda-graphs` or `compiled`).")
     fast = sorted({e["name"] for e in entries if is_fastpath(e["name"])})
     return (f"The fast path was measured: {len(fast)} compiled-vs-eager comparison{'s' if len(fast) != 1 else ''}, "
-            "and the recurrent models of the comparisons against fairseq's baselines ran `--rnn-impl auto` "
-            "(CUDA graphs of the eager loop on CUDA) unless their row says otherwise.")
+            "and the recurrent models of the comparisons against fairseq's baselines ran the `--rnn-impl` their "
+            "row names (`auto`, the eager loop, where it names none).")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ STARTUP_RUNS = [
     dict(name="gencnn", args="--task language_modeling --arch gencnn_paper --shapes 32x50,48x40,20x50,64x20,40x12"),
     dict(name="dpn_s2s", args="--arch dpn_s2s_iwslt_de_en"),
 ]
-STARTUP_IMPLS = ("eager,auto", "compiled")
+STARTUP_IMPLS = ("eager,cuda-graphs", "compiled")
 
 # batch sizes and step counts: GPU-sized on cuda; cpu (--cpu): what one core measures in about
 # twenty minutes for the comparisons marked cpu; --tiny: the least that exercises every code path
@@ -377,15 +377,15 @@ TINY_STARTUP = {
 
 
 def run_startup(run, args):
-    """scripts/startup_cost.py for every STARTUP_RUNS model, eager and auto first, compiled after
+    """scripts/startup_cost.py for every STARTUP_RUNS model, eager and cuda-graphs first, compiled after
     (each its own process, time-boxed); OUT/startup.json is rewritten after every run."""
     path = os.path.join(args.out, "startup.json")
     results = []
     with tempfile.TemporaryDirectory(prefix="run_all_startup_") as tmp:
         for impls in STARTUP_IMPLS:
             for spec in (s for s in STARTUP_RUNS if args.only_re.search(s["name"])):
-                if args.cpu and not args.tiny and "auto" in impls:
-                    impls_here = "eager"  # on CPU auto is eager
+                if args.cpu and not args.tiny and "cuda-graphs" in impls:
+                    impls_here = "eager"  # on CPU cuda-graphs is eager
                 else:
                     impls_here = impls
                 argv = startup_argv(spec, impls_here, args)
