@@ -64,7 +64,7 @@ class Recorder:
     def __init__(self):
         self.variants = defaultdict(set)
 
-    def __call__(self, owner, fn, args, name):
+    def __call__(self, owner, fn, args, name, strict=False):
         flat, _ = tree_flatten(args)
         train = torch.is_grad_enabled()
         self.variants[(id(owner), name)].add((cuda_graphs._signature(flat), train, owner.training))
