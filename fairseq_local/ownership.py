@@ -18,6 +18,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 PACKAGE = "fairseq_local"
 
 _TASKS = weakref.WeakKeyDictionary()  # task -> True once a model of ours was built for it
+_MODELS = weakref.WeakKeyDictionary()  # task -> weak reference to the model fairseq built last for it
 _LAST = {"ours": False}  # whether the model fairseq built last is ours
 
 
@@ -62,10 +63,12 @@ def model_is_ours(model, cfg=None) -> bool:
 def note_model(task, model, cfg=None):
     """Record that fairseq built ``model`` (from config ``cfg``) for ``task``."""
     ours = model_is_ours(model, cfg)
-    if ours and task is not None:
+    if task is not None:
         try:
-            _TASKS[task] = True
-        except TypeError:  # a task that takes no weak reference
+            _MODELS[task] = weakref.ref(model)
+            if ours:
+                _TASKS[task] = True
+        except TypeError:  # a task or model that takes no weak reference
             pass
     _LAST["ours"] = ours or is_ours(task)
 
@@ -90,6 +93,15 @@ def trainer_is_ours(trainer) -> bool:
     cfg = getattr(trainer, "cfg", None)
     model_cfg = getattr(cfg, "model", None) if cfg is not None else None
     return model is not None and model_is_ours(model, model_cfg)
+
+
+def model_of(task):
+    """The model fairseq built last for ``task`` (None when none is alive)."""
+    try:
+        ref = _MODELS.get(task) if task is not None else None
+    except TypeError:
+        return None
+    return ref() if ref is not None else None
 
 
 def last_model_is_ours() -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+import numpy as np
 import pytest
 import torch
 
@@ -26,10 +27,13 @@ import fairseq_local  # noqa: F401  (the plugin, as --user-dir loads it)
 from contract_lib import USER_DIR, console_script
 from fairseq import checkpoint_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.modules import LearnedPositionalEmbedding
+from fairseq.tasks import FairseqTask
 from fairseq_cli import interactive
 from fairseq_local import ownership
 from fairseq_local.data.synthetic import SyntheticTranslationCorpus
 from fairseq_local.data.text_input import buffered_read
+from fairseq_local.errors import ConfigError
 from fairseq_local import save_dir_lock
 from fairseq_local.safe_loading import safe_load
 
@@ -297,3 +301,30 @@ def test_parser_errors_change_fairseqs_parsers_only(capsys):
         options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", "transfromer"])
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--arch: unknown choice 'transfromer'; did you mean transformer" in err[0], err
+
+
+class _Dataset:
+    """What FairseqTask.filter_indices_by_size asks of a dataset: sentence 1 is longer than allowed."""
+
+    def filter_indices_by_size(self, indices, max_sizes):
+        return indices[:1], [1]
+
+    def size(self, index):
+        return (9, 9)
+
+
+@pytest.mark.parametrize("learned", [False, True])
+def test_long_sentence_message_fits_the_model_that_hit_it(learned):
+    """Without learned position embeddings (fairseq's ``lstm``, our RNNs) the fix is raising the
+    limits, which the one line names; with them (``fconv``) fairseq's own advice stands."""
+    task = FairseqTask(None)
+    model = torch.nn.Sequential(LearnedPositionalEmbedding(16, 4, padding_idx=1) if learned else torch.nn.Embedding(16, 4))
+    ownership.note_model(task, model)
+    with pytest.raises(Exception) as e:
+        task.filter_indices_by_size(np.arange(2), _Dataset(), (7, 7), ignore_invalid_inputs=False)
+    if learned:
+        assert type(e.value) is Exception and "skip this example with --skip-invalid-size-inputs-valid-test" in str(e.value)
+    else:
+        assert isinstance(e.value, ConfigError) and str(e.value).startswith(
+            "Size of sample #1 is invalid (=(9, 9)) since max_positions=(7, 7) (source and target tokens; "
+            "--max-source-positions / --max-target-positions): Sequential has no learned position embeddings, so raise them")

@@ -4,7 +4,12 @@ What it changes: ``fairseq.data.data_utils.batch_by_size`` (and its module-level
 ``FairseqTask.get_batch_iterator`` and ``FairseqTask.filter_indices_by_size``.  For whom: the
 batches of a task of ours or of a task a model of ours was built for (:mod:`fairseq_local.ownership`:
 fairseq builds the model before it asks for batches); every other call is fairseq's code, so
-fairseq's own models batch, train and score exactly as in fairseq.  Why:
+fairseq's own models batch, train and score exactly as in fairseq.  Where fairseq fails for every
+model, the one-line messages below apply to every model and fit the model that hit them: a
+``--max-tokens`` smaller than a sentence and a split left empty by the length filter name options
+every model has; a sentence longer than the model's positions keeps fairseq's advice (skip or
+shorten it) for a model with learned position embeddings, and names the options that raise the
+limits for a model without them (fairseq's ``lstm``, our RNN, lattice and genCNN models).  Why:
 
 ``fairseq.data.data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
 ``--required-batch-size-multiple`` (default 8): a 61-sentence test set yields 56 hypotheses, a
@@ -35,6 +40,7 @@ import sys
 
 import numpy as np
 from fairseq.data import data_utils
+from fairseq.modules import LearnedPositionalEmbedding
 from fairseq.tasks import FairseqTask
 
 from fairseq_local import ownership
@@ -73,6 +79,11 @@ def _sizes(indices, num_tokens_fn, num_tokens_vec):
     return np.fromiter((num_tokens_fn(i) for i in indices), dtype=np.int64, count=len(indices))
 
 
+def learned_positions(model) -> bool:
+    """True when ``model`` learned position embeddings (its positions cannot be raised after training)."""
+    return any(isinstance(m, LearnedPositionalEmbedding) for m in model.modules())
+
+
 def too_long(max_tokens, sizes) -> ConfigError:
     """A --max-tokens smaller than some of the ``sizes`` (tokens per sentence)."""
     longest, over = int(sizes.max()), int((sizes > max_tokens).sum())
@@ -87,23 +98,23 @@ def complete(batch_by_size):
     @functools.wraps(batch_by_size)
     def batch_by_size_keeping_all(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None,
                                   max_sentences=None, required_batch_size_multiple=1, fixed_shapes=None):
-        if not (_OURS and _OURS[-1]):  # fairseq's own models and tasks: fairseq's batches
-            return batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
-                                 required_batch_size_multiple, fixed_shapes)
-        # materialise iterables once (fairseq accepts any iterable of indices)
-        if not isinstance(indices, np.ndarray):
-            indices = np.fromiter(indices, dtype=np.int64, count=-1)
-        if num_tokens_vec is not None and not isinstance(num_tokens_vec, np.ndarray):
-            num_tokens_vec = np.fromiter(num_tokens_vec, dtype=np.int64, count=-1)
-        if len(indices) == 0:  # fairseq would fail on b[-1] (every sentence filtered out, say)
-            return []
+        ours = bool(_OURS and _OURS[-1])  # fairseq's own models and tasks: fairseq's batches
+        if ours:  # materialise iterables once (fairseq accepts any iterable of indices)
+            if not isinstance(indices, np.ndarray):
+                indices = np.fromiter(indices, dtype=np.int64, count=-1)
+            if num_tokens_vec is not None and not isinstance(num_tokens_vec, np.ndarray):
+                num_tokens_vec = np.fromiter(num_tokens_vec, dtype=np.int64, count=-1)
+            if len(indices) == 0:  # fairseq would fail on b[-1] (every sentence filtered out, say)
+                return []
         try:
             batches = batch_by_size(indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
                                     required_batch_size_multiple, fixed_shapes)
         except AssertionError as err:  # data_utils_fast: "Sentences lengths should not exceed max_tokens=N"
             if "should not exceed max_tokens" not in str(err) or max_tokens is None:
                 raise
-            raise too_long(int(max_tokens), _sizes(indices, num_tokens_fn, num_tokens_vec)) from None
+            raise too_long(int(max_tokens), _sizes(np.asarray(indices), num_tokens_fn, num_tokens_vec)) from None
+        if not ours:
+            return batches
         n_batched = sum(len(b) for b in batches)
         if n_batched == len(indices):
             return batches
@@ -146,19 +157,17 @@ def _install_filter():
 
     @functools.wraps(filter_by_size)
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        if not ownership.task_is_ours(self):  # fairseq's models: fairseq's filter and its messages
-            return filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
         try:
             kept = filter_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
         except Exception as e:  # fairseq's bare Exception for a sentence longer than the model's positions
-            if not str(e).startswith("Size of sample #"):
-                raise
+            model = ownership.model_of(self)
+            if not str(e).startswith("Size of sample #") or model is None or learned_positions(model):
+                raise  # fairseq's message: its advice (skip or shorten the sentence) fits learned positions
             raise ConfigError(f"{str(e).split(', skip this')[0]} (source and target tokens; --max-source-positions "
-                              "/ --max-target-positions): for a model without position embeddings (the RNN, "
-                              "lattice and genCNN models) raise them: --max-source-positions N "
-                              "--max-target-positions N (fairseq-generate: also --model-overrides "
-                              "\"{'max_source_positions': N, 'max_target_positions': N}\"); otherwise shorten or split that sentence "
-                              "(--skip-invalid-size-inputs-valid-test leaves it out)") from None
+                              f"/ --max-target-positions): {type(model).__name__} has no learned position embeddings, "
+                              "so raise them: --max-source-positions N --max-target-positions N (fairseq-generate: "
+                              "also --model-overrides \"{'max_source_positions': N, 'max_target_positions': N}\"); "
+                              "or leave that sentence out with --skip-invalid-size-inputs-valid-test") from None
         if len(indices) == 0 or len(kept) > 0:
             return kept
         max_tokens = getattr(dataset, _MAX_TOKENS, None)
