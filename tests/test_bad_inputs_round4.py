@@ -543,3 +543,33 @@ def test_score_json_into_a_missing_folder_is_one_line(tmp_path, capsys):
     code, err = call(capsys, score.main, ["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt"),
                                          "--json", str(out)])
     assert_one_line(code, err, f"--json {out}: cannot write it (no folder {out.parent})")
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. paths handed on to Hydra, whatever characters they hold
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/d/a,b=c#d", "/d/it's \"q\"", "/d/${HOME}/x", "/d/ü é 中", "/d/a\\b", "/d/a\\'b",
+                                  "/d/end\\", "/d/[x]{y}:z @%", "-lead"])
+def test_hydra_quote_round_trips(path):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from fairseq_local_repro.text.hydra_quote import quote
+
+    value = OverridesParser.create().parse_override(f"++task.data={quote(path)}").value()
+    assert OmegaConf.create({"task": {"data": value}}).task.data == path
+
+
+def test_train_sh_config_takes_a_path_hydra_would_misread(bin_dir, tmp_path):
+    odd = tmp_path / "dàta, a=b #1 'q' [x]"
+    shutil.copytree(bin_dir, odd / "bin")
+    save = odd / "ck"
+    cmd = ["bash", SCRIPTS / "train.sh", "--config", MC_RNN_ROW, "--cpu", "--", *HYDRA_TINY, "optimization.max_update=1"]
+    code, err = run(*cmd[:4], "--data", odd / "bin", "--save-dir", save, *cmd[4:])
+    assert code == 0, err[-2000:]
+    assert _num_updates(save / "checkpoint_last.pt") == 1
+    shutil.copytree(bin_dir, odd / "bin ${x}")
+    for data, out, option in ((odd / "bin ${x}", save, "--data"), (odd / "bin", odd / "ck ${x}", "--save-dir")):
+        code, err = run(*cmd[:4], "--data", data, "--save-dir", out, *cmd[4:])  # fairseq resolves its config twice
+        bad = data if option == "--data" else out
+        assert_one_line(code, err, f"train.sh: error: {option} {bad} holds '${{', which fairseq-hydra-train reads as "
+                                   "an interpolation: rename it")
