@@ -27,6 +27,7 @@ import os
 import re
 import typing
 
+import torch
 from fairseq.models import (
     ARCH_MODEL_NAME_REGISTRY,
     ARCH_MODEL_REGISTRY,
@@ -194,6 +195,26 @@ def check_common_options(cfg):
     if generation is not None:
         check_generation_options(generation)
     check_data_fits_task(cfg)
+    check_cpu_distributed(cfg)
+
+
+def check_cpu_distributed(cfg):
+    """``--cpu --distributed-world-size N`` (N > 1) works only as N processes over gloo: fairseq would
+    otherwise spawn one process per GPU (none on CPU: nothing trained), train one process alone, or
+    fail inside NCCL."""
+    world = _get(cfg, "distributed_training", "distributed_world_size")
+    if not _get(cfg, "common", "cpu") or not _number(world) or world <= max(1, torch.cuda.device_count()):
+        return  # (fairseq's default world size is the number of GPUs: a plain --cpu run on a GPU machine)
+    missing = []
+    if _get(cfg, "distributed_training", "distributed_backend") != "gloo":
+        missing.append("--distributed-backend gloo")
+    if not _get(cfg, "distributed_training", "distributed_init_method"):
+        missing.append("--distributed-init-method tcp://127.0.0.1:PORT")
+    if not _get(cfg, "distributed_training", "distributed_no_spawn"):
+        missing.append("--distributed-no-spawn")
+    if missing:
+        raise ConfigError(f"--cpu --distributed-world-size {world} needs {', '.join(missing)}: one fairseq-train per "
+                          "rank, each with its --distributed-rank R (and --ddp-backend legacy_ddp)")
 
 
 def check_data_fits_task(cfg):

@@ -573,3 +573,22 @@ def test_train_sh_config_takes_a_path_hydra_would_misread(bin_dir, tmp_path):
         bad = data if option == "--data" else out
         assert_one_line(code, err, f"train.sh: error: {option} {bad} holds '${{', which fairseq-hydra-train reads as "
                                    "an interpolation: rename it")
+
+
+@pytest.mark.parametrize("given,missing", [
+    ([], "--distributed-backend gloo, --distributed-init-method tcp://127.0.0.1:PORT, --distributed-no-spawn"),
+    (["--distributed-backend", "gloo"], "--distributed-init-method tcp://127.0.0.1:PORT, --distributed-no-spawn"),
+    (["--distributed-backend", "gloo", "--distributed-init-method", "tcp://127.0.0.1:1", "--distributed-no-spawn"],
+     None),
+])
+def test_cpu_distributed_names_the_gloo_settings(capsys, given, missing):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    argv = ["/nonexistent", "--arch", "lstm", "--cpu", "--distributed-world-size", "2", *given]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    code, err = call(capsys, check_common_options, cfg)
+    if missing is None:
+        assert code == 0, err
+    else:
+        assert_one_line(code, err, f"--cpu --distributed-world-size 2 needs {missing}: one fairseq-train per rank")
