@@ -27,6 +27,7 @@ import os
 import re
 import typing
 
+import torch
 from fairseq.models import (
     ARCH_MODEL_NAME_REGISTRY,
     ARCH_MODEL_REGISTRY,
@@ -135,9 +136,10 @@ def check_generation_options(args):
 # ------------------------------------------------------------------------------------------------
 _AT_LEAST_1 = [("dataset", "max_tokens"), ("dataset", "batch_size"), ("dataset", "max_tokens_valid"),
                ("dataset", "batch_size_valid"), ("dataset", "required_batch_size_multiple"),
-               ("task", "tokens_per_sample")]
+               ("task", "tokens_per_sample"), ("checkpoint", "save_interval"), ("dataset", "validate_interval")]
 _AT_LEAST_0 = [("dataset", "num_workers"), ("optimization", "clip_norm"), ("optimization", "max_epoch"),
-               ("optimization", "max_update"), ("eval_lm", "context_window")]
+               ("optimization", "max_update"), ("eval_lm", "context_window"), ("checkpoint", "save_interval_updates"),
+               ("dataset", "validate_interval_updates")]
 
 
 def _get(cfg, group, name):
@@ -193,6 +195,26 @@ def check_common_options(cfg):
     if generation is not None:
         check_generation_options(generation)
     check_data_fits_task(cfg)
+    check_cpu_distributed(cfg)
+
+
+def check_cpu_distributed(cfg):
+    """``--cpu --distributed-world-size N`` (N > 1) works only as N processes over gloo: fairseq would
+    otherwise spawn one process per GPU (none on CPU: nothing trained), train one process alone, or
+    fail inside NCCL."""
+    world = _get(cfg, "distributed_training", "distributed_world_size")
+    if not _get(cfg, "common", "cpu") or not _number(world) or world <= max(1, torch.cuda.device_count()):
+        return  # (fairseq's default world size is the number of GPUs: a plain --cpu run on a GPU machine)
+    missing = []
+    if _get(cfg, "distributed_training", "distributed_backend") != "gloo":
+        missing.append("--distributed-backend gloo")
+    if not _get(cfg, "distributed_training", "distributed_init_method"):
+        missing.append("--distributed-init-method tcp://127.0.0.1:PORT")
+    if not _get(cfg, "distributed_training", "distributed_no_spawn"):
+        missing.append("--distributed-no-spawn")
+    if missing:
+        raise ConfigError(f"--cpu --distributed-world-size {world} needs {', '.join(missing)}: one fairseq-train per "
+                          "rank, each with its --distributed-rank R (and --ddp-backend legacy_ddp)")
 
 
 def check_data_fits_task(cfg):
@@ -293,6 +315,35 @@ def check_task_fits_arch(cfg, task):
     if issubclass(model_cls, FairseqEncoderDecoderModel) and lm_task:
         raise ConfigError(f"--arch {arch} is a translation model: train it with --task translation on parallel data, "
                           f"not --task {task_name(task)}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+_RESETS = ("reset_optimizer", "reset_dataloader", "reset_meters", "reset_lr_scheduler")
+
+
+def finished_run(cfg, num_updates: int, next_epoch: int):
+    """The line saying that the run ``cfg`` resumes has already finished (``--max-update`` or
+    ``--max-epoch`` reached by ``checkpoint_last.pt``), or None.  fairseq would train one more update
+    past ``--max-update`` on every rerun of the same command and overwrite the best and last
+    checkpoints; only a resumed run (the default ``--restore-file``, no ``--reset-*`` and
+    no ``--finetune-from-model``) counts."""
+    restore = _get(cfg, "checkpoint", "restore_file")
+    if (restore not in (None, "checkpoint_last.pt") or _get(cfg, "checkpoint", "finetune_from_model")
+            or any(_get(cfg, "checkpoint", name) for name in _RESETS) or num_updates <= 0):
+        return None
+    max_update, max_epoch = _get(cfg, "optimization", "max_update"), _get(cfg, "optimization", "max_epoch")
+    last = os.path.join(_get(cfg, "checkpoint", "save_dir") or ".", "checkpoint_last.pt")
+    if _number(max_update) and 0 < max_update <= num_updates:
+        reached, raise_ = f"{_count(num_updates, 'update')}, --max-update {max_update}", "--max-update"
+    elif _number(max_epoch) and 0 < max_epoch < next_epoch:
+        reached, raise_ = f"{_count(next_epoch - 1, 'epoch')}, --max-epoch {max_epoch}", "--max-epoch"
+    else:
+        return None
+    return (f"{last} is a finished run ({reached}): left as it is, nothing trained (raise {raise_} to train on, "
+            "or choose another --save-dir)")
 
 
 # ------------------------------------------------------------------------------------------------

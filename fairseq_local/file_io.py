@@ -10,14 +10,27 @@ destination.  Temporary names match :data:`TMP_RE`
 a killed one (``save_dir_lock.py``).  :func:`checkpoint_listing` says what a missing
 checkpoint's directory holds, for the messages that name it.
 
+Output folders are claimed for a whole run by :func:`claim` (every tool: the ``--save-dir`` of
+training, ``preprocess.sh``'s ``--destdir``, ``generate.sh``'s ``--out``, the demos' ``--out``):
+an exclusive ``flock`` on a lock file (:func:`lock_path`) that holds the claiming process's pid, kept
+until the process (or, for a shell script, the script's open file descriptor) ends; a second run on the same folder
+is one line naming the folder and the holder.  A folder a tool made holds :data:`OURS`
+(:func:`mark_ours`); :func:`check_ours` refuses to replace an existing folder without it.
+
 This module imports nothing beyond the standard library.
 """
+import argparse
 import contextlib
 import errno
+import fcntl
 import gzip
+import hashlib
 import json
 import os
 import re
+import socket
+import sys
+import tempfile
 import uuid
 from typing import Any, Iterable, Iterator, IO
 
@@ -137,3 +150,159 @@ def checkpoint_listing(path: str) -> str:
         return f"{directory} holds no .pt file"
     shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
     return f"{directory} holds {shown}"
+
+
+# ------------------------------------------------------------------------------------------------
+# output folders: one run at a time, and only what a tool made is replaced
+# ------------------------------------------------------------------------------------------------
+OURS = ".fairseq-local"  # the marker file of a folder a tool of the plugin made
+_HELD = {}  # realpath(lock file) -> fd held for the life of the process
+_NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+class OutputInUseError(RuntimeError):
+    """Another live run holds the claim on an output folder."""
+
+    is_user_error = True
+    exit_code = 2
+
+
+class NotOursError(RuntimeError):
+    """An existing folder that no tool of the plugin made would be replaced."""
+
+    is_user_error = True
+    exit_code = 2
+
+
+def lock_path(folder: str, create: bool = False) -> str:
+    """The lock file of an output folder that a run replaces or fills as a whole: named by the
+    folder's real path (the same folder by any path, the folder itself not needed yet) in
+    ``TMPDIR/fairseq-local-claims``, so that nothing is left beside the user's folders."""
+    key = hashlib.sha256(os.path.realpath(folder).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    claims = os.path.join(tempfile.gettempdir(), "fairseq-local-claims")
+    if create and not os.path.isdir(claims):
+        os.makedirs(claims, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.chmod(claims, 0o1777)  # shared by every user, like /tmp
+    return os.path.join(claims, f"{key}.lock")
+
+
+def _owner(lock: str):
+    try:
+        with open(lock) as f:
+            return (f.read().split() + ["unknown", ""])[:2]
+    except OSError:
+        return ["unknown", ""]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(folder: str, what: str, lock: str = None, run: str = "run", fd: int = None, pid: int = None) -> str:
+    """Claim ``folder`` (named ``what`` in messages: the option) for this process's life; returns the
+    lock file (``lock``, by default :func:`lock_path`).  With ``fd`` (an open descriptor of the lock
+    file, inherited from a shell script) the claim lasts as long as that descriptor stays open, and
+    the lock file names ``pid`` (the script's).  Re-entrant within a process.  A live holder is
+    :class:`OutputInUseError`: ``WHAT FOLDER is in use by another RUN (pid N, lock file L); ...``.
+    A dead holder never blocks (the kernel drops its ``flock``; without ``flock``, its pid is checked)."""
+    lock = lock or lock_path(folder, create=True)
+    key = os.path.realpath(lock)
+    if key in _HELD and fd is None:
+        return lock
+    own = fd is None
+    if own:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+
+    def in_use(owner):
+        if own:
+            os.close(fd)
+        return OutputInUseError(f"{what} {folder} is in use by another {run} (pid {owner}, lock file {lock}); "
+                                f"wait for it to finish or choose another {what}")
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise in_use(_owner(lock)[0]) from None
+    except OSError as err:
+        if err.errno not in _NO_FLOCK:
+            if own:
+                os.close(fd)
+            raise
+        owner, host = _owner(lock)  # no flock on this file system: a live pid on this host blocks
+        if (owner.isdigit() and int(owner) not in (os.getpid(), pid) and host == socket.gethostname()
+                and _pid_alive(int(owner))):
+            raise in_use(owner) from None
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, f"{pid or os.getpid()} {socket.gethostname()} {os.path.realpath(folder)}\n".encode())
+    os.fsync(fd)
+    if own:
+        _HELD[key] = fd
+    return lock
+
+
+def release(folder: str, lock: str = None):
+    """Give up this process's claim on ``folder`` (taken with the same ``lock``)."""
+    fd = _HELD.pop(os.path.realpath(lock or lock_path(folder)), None)
+    if fd is not None:
+        os.close(fd)  # closing the last descriptor drops the flock
+
+
+def is_ours(folder: str, markers=()) -> bool:
+    """``folder`` holds :data:`OURS` or one of ``markers`` (a tool's own record, e.g. ``corpus.json``)."""
+    return any(os.path.exists(os.path.join(folder, name)) for name in (OURS, *markers))
+
+
+def check_ours(folder: str, what: str, markers=()):
+    """An existing, non-empty ``folder`` that no tool of the plugin made (:func:`is_ours`) is
+    :class:`NotOursError`: a tool replaces only what it made earlier."""
+    if not os.path.isdir(folder) or not os.listdir(folder) or is_ours(folder, markers):
+        return
+    raise NotOursError(f"{what} {folder} is a folder that no fairseq-local tool made (no {OURS} in it): it is "
+                       f"left as it is; choose a new folder, or empty or remove it yourself")
+
+
+def mark_ours(folder: str, tool: str):
+    """Mark ``folder`` as made by ``tool`` (:func:`check_ours` lets a later run replace it)."""
+    write_text(os.path.join(folder, OURS), f"made by {tool}; a later run of it may replace this folder\n")
+
+
+def main(argv=None) -> int:
+    """The shell scripts' door (``python -m fairseq_local_repro.text.output_claim``):
+    ``lock-path DIR``; ``claim DIR --what OPT --fd N --pid PID [--check-ours [--marker NAME]...]``;
+    ``mark DIR --tool NAME``."""
+    p = argparse.ArgumentParser(prog="output_claim")
+    p.add_argument("--prog", default="output_claim")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("lock-path").add_argument("folder")
+    c = sub.add_parser("claim")
+    c.add_argument("folder")
+    c.add_argument("--what", required=True)
+    c.add_argument("--fd", type=int, required=True)
+    c.add_argument("--pid", type=int, required=True)
+    c.add_argument("--check-ours", action="store_true")
+    c.add_argument("--marker", action="append", default=[])
+    m = sub.add_parser("mark")
+    m.add_argument("folder")
+    m.add_argument("--tool", required=True)
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "lock-path":
+            print(lock_path(a.folder, create=True))
+        elif a.cmd == "claim":
+            claim(a.folder, a.what, run=f"{a.prog} run", fd=a.fd, pid=a.pid)
+            if a.check_ours:
+                check_ours(a.folder, a.what, a.marker)
+        else:
+            mark_ours(a.folder, a.tool)
+    except (OutputInUseError, NotOursError) as err:
+        print(f"{a.prog}: error: {err}", file=sys.stderr)
+        return 2
+    return 0

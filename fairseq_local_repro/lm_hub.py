@@ -97,16 +97,19 @@ def sample(hub, prompt_tokens, n: int, *, temperature: float = 1.0, topk: int = 
            max_len: int = 60, min_len: int = 1):
     """``n`` samples continuing ``prompt_tokens`` (a 1-D tensor ending in ``</s>``; ``[</s>]``: from
     scratch), each ``(tokens, log_probs)``: the tokens after the prompt (the end of sentence
-    included) and the model's own log-probability of each (untempered, before --topk / --topp)."""
+    included) and the model's own log-probability of each (untempered, before --topk / --topp).
+    ``max_len`` and ``min_len`` count the generated words, whatever the prompt's length."""
     import copy
 
     from fairseq import utils
     from omegaconf import open_dict
 
+    n_prompt = len(prompt_tokens) - 1  # the prompt's words, without its end of sentence
     gen_args = copy.deepcopy(hub.cfg.generation)
-    with open_dict(gen_args):
+    with open_dict(gen_args):  # fairseq's lengths count the prompt (the prefix): max_len and min_len do not
         for key, value in dict(beam=n, nbest=n, sampling=True, sampling_topk=topk, sampling_topp=topp,
-                               temperature=1.0, max_len_a=0, max_len_b=max_len, min_len=min_len).items():
+                               temperature=1.0, max_len_a=0, max_len_b=n_prompt + max_len,
+                               min_len=n_prompt + min_len).items():
             setattr(gen_args, key, value)
     generator = hub.task.build_generator(hub.models, gen_args)
     generator.search = tempered_sampling(hub.task.target_dictionary, temperature, topk, topp)
@@ -115,5 +118,4 @@ def sample(hub, prompt_tokens, n: int, *, temperature: float = 1.0, topk: int = 
         batch = utils.apply_to_sample(lambda t: t.to(hub.device), batch)
         hyps += hub.task.inference_step(generator, hub.models, batch)[0][:n]
     tokens = [h["tokens"] for h in hyps]
-    n_prompt = len(prompt_tokens) - 1  # the prompt's words, without its end of sentence
     return [(t[n_prompt:].cpu(), lp[n_prompt:]) for t, lp in zip(tokens, token_log_probs(hub, tokens))]

@@ -4,7 +4,8 @@
 #
 # usage: bash scripts/demo.sh [--out DIR] [--arch ARCH] [--max-update N] [--minutes M]
 #                             [--train-size N] [--test-size N] [--seed N]
-#   --out DIR        work directory (default: demo_out/); it is replaced on each run
+#   --out DIR        work directory (default: demo_out/); it is replaced on each run (a folder demo.sh did
+#                    not make is never removed)
 #   --arch ARCH      architecture to train (default: mc_rnn_demo, a small MC-RNN-2)
 #   --max-update N   training stops after N updates of 1,000 tokens (default: 700)
 #   --minutes M      safety cap on training time (default: 60); says so when it stops training
@@ -39,7 +40,8 @@ source "$REPO_ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
 python -c "import fairseq_local; from fairseq.models import ARCH_MODEL_REGISTRY as R; import sys; sys.exit(0 if '$arch' in R else 1)" \
   || die "--arch '$arch' is not a registered architecture"
-rm -rf "$out"; mkdir -p "$out"
+claim_output "$out" --out --check-ours
+rm -rf "$out"; mkdir -p "$out"; mark_output "$out"
 out=$(cd "$out" && pwd)
 
 say "step 1/5: synthetic parallel corpus ($ntrain train pairs; reordering + agreement, see fairseq_local/data/synthetic.py)"

@@ -20,6 +20,8 @@
 # error says which and how to raise the limits) it fails and DIR is left as it was; so does a
 # --ref whose line count is not the split's.
 # A full disk is one line naming the file; DIR is left as it was (everything is written beside it first).
+# DIR is claimed for the whole run (a second run into DIR is one line naming the first one's pid); an
+# existing DIR that generate.sh did not make (no .fairseq-local or gen.json in it) is left as it is.
 # A full disk, or an --out that cannot be created (read-only, under a file), is one line naming --out.
 # --bpe defaults to what scripts/preprocess.sh left in BIN_DIR/bpe (sentencepiece if spm.*.model);
 # --detok to moses when BIN_DIR/corpus.json says the corpus was Moses-tokenized, and --lang to its
@@ -41,6 +43,8 @@ case "$bpe" in sentencepiece|subword-nmt|none) mapfile -t rm_bpe < <(remove_bpe_
   *) die "--bpe must be sentencepiece, subword-nmt or none, not '$bpe'" ;; esac
 case "$detok" in moses|none|auto) ;; *) die "--detok must be moses or none, not '$detok'" ;; esac
 activate_env
+[ ! -e "$out" ] || [ -d "$out" ] || die "--out $out: cannot create $out: a file stands in its path"
+claim_output "$out" --out --check-ours --marker gen.json
 corpus_get() { python -m fairseq_local_repro.text.corpus_manifest --prog generate.sh get "${data%%:*}" "$1"; }
 if [ "$detok" = auto ]; then detok=$(corpus_get tokenize) || exit 2; [ "$detok" = moses ] || detok=none; fi
 if [ -z "$lang" ]; then lang=$(corpus_get target_lang) || exit 2; lang=${lang:-en}; fi
@@ -77,9 +81,9 @@ if [ -n "$ref" ]; then
   n_ref=$(count_lines "$ref")
   [ "$n_ref" -eq "$n_split" ] || die "--ref $ref has $n_ref lines but subset '$subset' of $data has $n_split sentences"
 fi
-[ ! -e "$out" ] || [ -d "$out" ] || die "--out $out: cannot create $out: a file stands in its path"
 tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
+steps() {
 say "generating $subset ($n_split sentences) with beam $beam into $out"
 # fairseq-generate's stderr is shown and kept: the cause of sentences it skipped is only there
 make_dir "$tmp" "--out $out"
@@ -118,3 +122,6 @@ if [ -n "$ref" ]; then
 else
   say "no raw references (--ref): detokenized BLEU needs the split's raw target text: scripts/score.sh --hyp $out/hyp.txt --ref RAW_TARGET_FILE"
 fi
+}
+# Ctrl-C or kill: fairseq-generate is ended with the script, the EXIT trap removes the work folder
+run_interruptible steps "generate.sh: interrupted; $out was left as it was"

@@ -16,7 +16,8 @@
 #   --lowercase           lowercase before everything
 #   --nwords N            cap each dictionary at N words (fairseq --nwordssrc/--nwordstgt)
 #   --workers N           fairseq-preprocess workers (default 2)
-#   --force               replace an existing --destdir
+#   --force               replace an existing --destdir that preprocess.sh made (one it did not make is
+#                         never removed)
 # Output: DIR/ holds the binarized data, dictionaries and DIR/bpe/ (the BPE model and the
 # BPE-applied text), and fairseq's DIR/preprocess.log. With sentencepiece the dictionary is the
 # sentencepiece vocabulary (every piece a valid or test sentence can be cut into is in it);
@@ -24,7 +25,8 @@
 # than 1% of its tokens replaced by <unk>. DIR/corpus.json records what DIR was made from: each
 # split's raw files (path, line count, SHA-256) and the transforms (--tokenize, --lowercase, --bpe
 # and its size); generate.sh, score.sh, the hub and checkpoints check against it. Everything is
-# built in DIR.tmp.PID and moved into place only when complete.
+# built in DIR.tmp.PID and moved into place only when complete; DIR is claimed for the whole run (a second
+# run into DIR is one line naming the first one's pid).
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 opt --src src; opt --tgt tgt; opt --train train; opt --valid valid; opt --test test; opt --destdir dest
@@ -68,18 +70,21 @@ if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; 
   die "--destdir '$dest' exists and is not empty (use --force to replace it)"
 fi
 activate_env
+claim_output "$dest" --destdir --check-ours --marker corpus.json
 python -m fairseq_local_repro.text.text_input preprocess.sh "${checks[@]}" || exit 2
 work="$dest.tmp.$$"; rm -rf "$work"; mkdir -p "$work/bpe"
 trap 'rm -rf "$work"' EXIT
 
 steps() {
-say "1/3 normalise (tokenize: $tok, lowercase: $lower)"
+say "1/3 normalise (Unicode NFC, tokenize: $tok, lowercase: $lower)"
 for i in "${!splits[@]}"; do for l in "${langs[@]}"; do
   in=$(infile "${prefixes[$i]}" "$l"); out="$work/bpe/${splits[$i]}.raw.$l"
   # byte-order marks (U+FEFF) go, CRLF becomes LF and a lone CR a space: Python's and the Moses
   # tokenizer's line readers would split a sentence at a CR (the pairs after it shifted by one)
   LC_ALL=C sed 's/\xEF\xBB\xBF//g; s/\r$//; s/\r/ /g' "$in" >"$out"
   if [ -s "$out" ] && [ -n "$(tail -c1 "$out")" ]; then echo >>"$out"; fi  # a last line without newline
+  # one Unicode normal form (NFC) for the text a model learns and the text score.py reads (normal_form.py)
+  python -m fairseq_local_repro.text.normal_form <"$out" >"$out.nf"; mv "$out.nf" "$out"
   if [ "$tok" = moses ]; then
     ml=$l; [ "$lm" = 1 ] && ml=en
     sacremoses -l "$ml" -j "$workers" tokenize -x <"$out" >"$out.tok"; mv "$out.tok" "$out"
@@ -103,11 +108,12 @@ for m in "${models[@]}"; do
     sentencepiece) python - "$work/bpe/spm.$m" "$size" "$size_given" "$(model_input "$m" | sed "s|^$work/bpe/train.raw.||" \
         | while read -r l; do infile "$train" "$l"; done | paste -sd,)" "${ins[@]}" <<'PY'
 import re, sys, sentencepiece as spm
+from fairseq_local_repro.text.normal_form import SPM_RULE
 prefix, size, given, named, inputs = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5:]
-def train(**kw):
+def train(**kw):  # no normalisation of sentencepiece's own: the references keep full-width punctuation
     spm.SentencePieceTrainer.train(input=",".join(inputs), model_prefix=prefix, vocab_size=size,
         character_coverage=1.0, model_type="bpe", input_sentence_size=2000000, shuffle_input_sentence=True,
-        minloglevel=2, **kw)
+        minloglevel=2, normalization_rule_name=SPM_RULE, **kw)
 try:
     train()
 except RuntimeError as e:

@@ -26,6 +26,10 @@ need_dir "$data" "--data"
 [ -n "$arch" ] || [ -n "$config" ] || die "one of --arch or --config is required"
 [ -z "$arch" ] || [ -z "$config" ] || die "--arch and --config are exclusive"
 [ -z "$config" ] || need_file "$config" "--config"
+if [ -n "$config" ]; then  # fairseq-hydra-train resolves its config twice: '${' in a path is read as an interpolation
+  case "$data" in *'${'*) die "--data $data holds '\${', which fairseq-hydra-train reads as an interpolation: rename it" ;; esac
+  case "$save" in *'${'*) die "--save-dir $save holds '\${', which fairseq-hydra-train reads as an interpolation: rename it" ;; esac
+fi
 [ -z "$gpus" ] || [[ "$gpus" =~ ^[1-9][0-9]*$ ]] || die "--gpus must be a positive integer, not '$gpus'"
 activate_env
 ngpu=$(python -c "import torch; print(torch.cuda.device_count())")
@@ -50,8 +54,11 @@ if [ -n "$arch" ]; then
 else
   cdir=$(cd "$(dirname "$config")" && pwd); cname=$(basename "$config" .yaml)
   data=$(cd "$data" && pwd); save=$(cd "$save" && pwd)
-  args=(--config-dir "$cdir" --config-name "$cname" "++task.data=$data" "++common.user_dir=$USER_DIR"
-        "++checkpoint.save_dir=$save" "hydra.run.dir=$save/hydra")
+  # quoted for Hydra's grammar: a path with ',', '=', '#', quotes, spaces or brackets is read back as it is
+  q=$(python -m fairseq_local_repro.text.hydra_quote "$data" "$USER_DIR" "$save" "$save/hydra") || exit 2
+  mapfile -t q <<<"$q"
+  args=(--config-dir "$cdir" --config-name "$cname" "++task.data=${q[0]}" "++common.user_dir=${q[1]}"
+        "++checkpoint.save_dir=${q[2]}" "hydra.run.dir=${q[3]}")
   if [ "$device" = cpu ]; then args+=("++common.cpu=true" "++distributed_training.distributed_world_size=1"); else
     args+=("++distributed_training.distributed_world_size=$world")
     [ "$prec" = fp16 ] && args+=("++common.fp16=true")

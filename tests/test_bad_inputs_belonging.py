@@ -493,6 +493,7 @@ def test_generate_sh_full_disk_while_generating(pipeline, tmp_path):
     dest = tmp_path / "out"
     dest.mkdir()
     write(dest / "hyp.txt", "earlier\n")
+    write(dest / "gen.json", "{}\n")  # an earlier output of generate.sh's (only those are written into)
     env_path = f"{shim}:{ENV['PATH']}"
     code, err = run("env", f"PATH={env_path}", "bash", SCRIPTS / "generate.sh", "--data", data, "--path",
                     out.parent / "ck" / "checkpoint_last.pt", "--out", dest, "--beam", "1", "--", "--max-len-b", "5")

@@ -23,6 +23,7 @@ Standard library only (shell tools load it without torch: ``fairseq_local_repro.
 ``python -m fairseq_local_repro.text.corpus_manifest`` is its command line (:func:`main`).
 """
 import argparse
+import collections
 import errno
 import glob
 import hashlib
@@ -210,6 +211,39 @@ def find_record(hyp: str) -> Optional[dict]:
     return record if outputs.get(os.path.basename(hyp)) == sha256_of(hyp) else None
 
 
+SAME_TEXT = 0.5  # text_overlap of a split's raw targets with its binarized ones is above; another text's below
+
+
+def own_targets(hyp: str, record: dict) -> Optional[str]:
+    """generate.sh's ``ref.tok.txt`` beside ``hyp`` (the split's binarized targets, as its record lists
+    them), or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(hyp)), "ref.tok.txt")
+    listed = (record.get("outputs") or {}).get("ref.tok.txt")
+    return path if listed and os.path.isfile(path) and sha256_of(path) == listed else None
+
+
+def _lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
+
+
+def _bigrams(line: str) -> collections.Counter:
+    text = "".join(line.lower().replace("<<unk>>", " ").replace("<unk>", " ").split())
+    return collections.Counter(text[i:i + 2] for i in range(len(text) - 1))
+
+
+def text_overlap(a: List[str], b: List[str]) -> float:
+    """Mean Dice coefficient of the character pairs of the line pairs of ``a`` and ``b`` (0 to 1): a
+    split's raw targets against the same sentences tokenized, lowercased or with words replaced by
+    ``<unk>`` come near 1, unrelated sentences near 0."""
+    scores = []
+    for x, y in zip(a, b):
+        bx, by = _bigrams(x), _bigrams(y)
+        total = sum(bx.values()) + sum(by.values())
+        scores.append(1.0 if total == 0 else 2 * sum((bx & by).values()) / total)
+    return sum(scores) / len(scores) if scores else 1.0
+
+
 def check_reference(hyp: str, ref: str, lowercase: bool = False) -> List[str]:
     """Notes for scoring ``hyp`` against ``ref``; raises :class:`CorpusManifestError` when ``ref`` is
     a raw file of the corpus ``hyp`` was generated from, but not the generated split's target side
@@ -233,6 +267,15 @@ def check_reference(hyp: str, ref: str, lowercase: bool = False) -> List[str]:
         if not found:
             notes.append(f"--ref {ref} is none of the raw files {data} was made from (corpus.json): scored as given "
                          f"(the reference of {subset} is {(record.get('target') or {}).get('path', 'unknown')})")
+    elif os.path.isfile(ref):  # no corpus.json (fairseq-preprocess's own folder): the split's binarized targets
+        own = own_targets(hyp, record)
+        if own is not None:
+            overlap = text_overlap(_lines(own), _lines(ref))
+            if overlap < SAME_TEXT:
+                raise CorpusManifestError(
+                    f"--ref {ref} is not the target text of {subset} in {data}: it shares {overlap:.0%} of its "
+                    f"character pairs with that split's binarized targets ({own}); give the raw target file of "
+                    f"{subset} (another split's or the source side's text scores without meaning)")
     if (record.get("transforms") or {}).get("lowercase") and not lowercase:
         notes.append(f"{hyp} was generated from lowercased text (preprocess.sh --lowercase): BLEU against a cased "
                      "reference is low; add --lowercase for case-insensitive BLEU")

@@ -12,31 +12,39 @@ The hook is installed once, on plugin import, for every entry point:
   ``JobReturn.return_value`` (then prints a trimmed traceback); the plugin is imported inside the
   job, before that property is read, so wrapping the property turns a user error into one line.
 
-Any other exception keeps Python's (or Hydra's) full traceback.
+Ctrl-C (``KeyboardInterrupt``) is ``PROG: interrupted``, status 130.  Any other exception keeps
+Python's (or Hydra's) full traceback.
 """
 import sys
 
-from fairseq_local.errors import report
+from fairseq_local.errors import prog_name, report
 
 _STATE = {}
 
 
+def _exit(code):
+    """The interpreter would exit with status 1 after the hook: run the exit handlers it would run
+    (logging, multiprocessing, temp files) and leave with ``code``."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
 def _excepthook(exc_type, exc, tb):
-    if exc is not None and not isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: one line, status 130 (checkpoints are written atomically)
+        sys.stderr.write(f"{prog_name()}: interrupted\n")
+        _exit(130)
+    if exc is not None:
         code = report(exc)
         if code is not None:
-            # the interpreter would exit with status 1 after the hook: run the exit handlers it
-            # would run (logging, multiprocessing, temp files) and leave with the error's status
-            import atexit
-            import os
-
-            atexit._run_exitfuncs()
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            os._exit(code)
+            _exit(code)
     _STATE["previous_excepthook"](exc_type, exc, tb)
 
 

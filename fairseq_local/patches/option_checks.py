@@ -25,6 +25,11 @@ which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches. 
   range check) is refused, here and among the generation options (``--lenpen``, ``--unkpen``...);
   a translation task on a language-model corpus (``dict.txt`` only) or a language-modeling task on a
   parallel one (``dict.L.txt`` only) names what the data directory holds.
+* ``fairseq_cli.train.main`` (``fairseq-train`` and ``fairseq-hydra-train``, and so ``train.sh`` and the
+  recipes): the checks of every run again once the plugin is imported (``fairseq-hydra-train`` imports it
+  only there); and after ``checkpoint_utils.load_checkpoint``, a rerun of a finished run of our models or
+  tasks (``--max-update``/``--max-epoch`` reached by ``checkpoint_last.pt``) is one line and exit status
+  0, its checkpoints left as they are (fairseq would train one more update and overwrite them).
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
@@ -44,7 +49,8 @@ import logging
 import re
 import sys
 
-from fairseq import models
+from fairseq import checkpoint_utils, models
+from fairseq.dataclass import initialize
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask
 from omegaconf.errors import ConfigKeyError
@@ -56,10 +62,12 @@ from fairseq_local.config_checks import (
     check_model_keys,
     check_preprocess_options,
     check_task_fits_arch,
+    did_you_mean,
+    finished_run,
     unknown_key,
 )
 from fairseq_local import ownership
-from fairseq_local.errors import ConfigError, UserError
+from fairseq_local.errors import ConfigError, UserError, prog_name
 from fairseq_local.patches.checkpoint_fit import _CONTEXT
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
 
@@ -91,10 +99,45 @@ def _wrap_cli_main(module_name, check):
     module.main = checked_main
 
 
+def _wrap_train_defaults():
+    """``fairseq_cli.train.main`` imports the plugin (``common.user_dir``), then calls its
+    ``add_defaults``: the checks of every run follow there, so that ``fairseq-hydra-train`` (whose
+    ``call_main`` ran before the plugin was imported) checks the options ``fairseq-train`` checks."""
+    module = sys.modules.get("fairseq_cli.train")
+    add_defaults = getattr(module, "add_defaults", None)
+    if add_defaults is None or getattr(add_defaults, "_fairseq_local_checks", False):
+        return
+
+    @functools.wraps(add_defaults)
+    def add_defaults_checking_options(cfg):
+        result = initialize.add_defaults(cfg)  # fairseq's, with the wrappers other patches put there
+        check_common_options(cfg)
+        return result
+
+    add_defaults_checking_options._fairseq_local_checks = True
+    module.add_defaults = add_defaults_checking_options
+
+
+def _stop_if_finished(trainer, epoch_itr):
+    """A rerun of a finished training run of our models or tasks: one line, exit status 0, the
+    checkpoints left as they are (:func:`fairseq_local.config_checks.finished_run`)."""
+    if not ownership.trainer_is_ours(trainer):
+        return  # fairseq's own models and tasks train as fairseq trains them
+    message = finished_run(trainer.cfg, trainer.get_num_updates(), epoch_itr.next_epoch_idx)
+    if message is None:
+        return
+    if distributed_utils.is_master(trainer.cfg.distributed_training):
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        print(f"{prog_name()}: {message}", file=sys.stderr, flush=True)
+    sys.exit(0)
+
+
 def install():
     # CLIs imported before the plugin (their entry point modules): wrapped whenever install runs
     _wrap_cli_main("fairseq_cli.generate", check_common_options)
     _wrap_cli_main("fairseq_cli.preprocess", check_preprocess_options)
+    _wrap_train_defaults()
     if _STATE:
         return
     build_generator = FairseqTask.build_generator
@@ -138,7 +181,17 @@ def install():
         check_common_options(cfg)
         return call_main(cfg, main, **kwargs)
 
-    _STATE.update(build_generator=build_generator, build_model=build_model, call_main=call_main)
+    load_checkpoint = checkpoint_utils.load_checkpoint
+
+    @functools.wraps(load_checkpoint)
+    def load_checkpoint_of_unfinished_run(cfg, trainer, **passthrough_args):
+        extra_state, epoch_itr = load_checkpoint(cfg, trainer, **passthrough_args)
+        _stop_if_finished(trainer, epoch_itr)
+        return extra_state, epoch_itr
+
+    _STATE.update(build_generator=build_generator, build_model=build_model, call_main=call_main,
+                  load_checkpoint=load_checkpoint)
+    checkpoint_utils.load_checkpoint = load_checkpoint_of_unfinished_run
     FairseqTask.build_generator = checked_build_generator
     models.build_model = checked_build_model
     distributed_utils.call_main = call_main_checking_options

@@ -11,7 +11,9 @@ Options and result are fairseq's: the output is the first input checkpoint (the 
 buffers: the floor of the mean).  Unlike fairseq's script, every input is loaded with
 ``torch.load(weights_only=True)`` and the plugin's allow-list, sums are kept in float64 and cast
 back to each parameter's dtype, inputs whose parameter names or shapes differ are refused with one
-line, and the output file appears only once completely written.
+line, and so are inputs trained with other dictionaries (the fingerprints every checkpoint of the
+plugin stores: unrelated runs, whose parameters may have the same shapes); the output file appears
+only once completely written.
 """
 import argparse
 import collections
@@ -47,6 +49,23 @@ def last_n_checkpoints(paths, n, update_based, upper_bound=None):
     return [path for _, path in sorted(found, reverse=True)[:n]]
 
 
+def check_same_dictionaries(path, state, first_path, first):
+    """Checkpoints whose dictionaries (the fingerprints the plugin stores in every checkpoint) differ
+    are of runs on other data: their parameters have the same shapes when the dictionaries have the
+    same size, but averaging them mixes unrelated models."""
+    from fairseq_local.patches.dictionary_fingerprint import stored
+
+    CheckpointError, _ = _plugin()
+    mine, theirs = stored(first), stored(state)
+    for side in sorted(set(mine) & set(theirs)):
+        a, b = mine[side], theirs[side]
+        if isinstance(a, dict) and isinstance(b, dict) and a.get("sha256") != b.get("sha256"):
+            raise CheckpointError(
+                f"{path} was trained with another {side} dictionary than {first_path} ({b.get('size')} and "
+                f"{a.get('size')} entries, other words): the checkpoints are of unrelated runs; average "
+                "checkpoints of one run")
+
+
 def average_checkpoints(inputs):
     """The state of ``inputs[0]`` with each ``model`` entry averaged over all ``inputs``."""
     import torch
@@ -64,6 +83,7 @@ def average_checkpoints(inputs):
             sums = collections.OrderedDict(
                 (k, v.to(torch.float64 if v.is_floating_point() else torch.int64).clone()) for k, v in model.items())
             continue
+        check_same_dictionaries(path, state, inputs[0], first)
         if model.keys() != sums.keys():
             diff = sorted(set(model) ^ set(sums))
             raise CheckpointError(f"{path} has other parameters than {inputs[0]} (e.g. '{diff[0]}')")

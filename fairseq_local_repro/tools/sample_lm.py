@@ -71,8 +71,10 @@ def main(argv=None):
         p.error(f"--temperature must be a number > 0 (got {args.temperature:g}; a tiny value such as 1e-6 is greedy)")
     if args.num_samples < 1:
         p.error("--num-samples must be >= 1")
-    if args.topk == 0 or (args.topk > 0 and args.topp > 0):
-        p.error("--topk must be positive (or -1), and cannot be combined with --topp")
+    if args.topk == 0 or args.topk < -1 or (args.topk > 0 and args.topp > 0):
+        p.error(f"--topk must be positive (or -1), and cannot be combined with --topp (got {args.topk})")
+    if args.topp != -1 and not 0 < args.topp <= 1:
+        p.error(f"--topp must be -1 (off) or in (0, 1] (got {args.topp:g})")
     if args.max_len < 1:
         p.error(f"--max-len must be >= 1 (got {args.max_len})")
     if not 0 <= args.min_len <= args.max_len:
@@ -95,6 +97,9 @@ def main(argv=None):
         hub = lm_hub.load_hub(args.path, args.data, args.bpe, args.bpe_codes, args.tokenizer, args.cpu)
     except FileNotFoundError as e:
         p.error(str(e))
+    vocab = len(hub.task.target_dictionary)
+    if args.topk > vocab:
+        p.error(f"--topk {args.topk} exceeds the vocabulary of {args.path} ({vocab} words)")
     lines = []
     print(f"{PROG}: {SCORE}", file=sys.stderr)
     for i, prompt in enumerate(prompts):

@@ -21,13 +21,15 @@ file itself.  Hypotheses written by scripts/generate.sh
 (listed in the ``gen.json`` beside them) are checked against the corpus they translate: a reference
 that is the raw file of another split or of the source side (``corpus.json`` of the data directory)
 is refused with one line naming both; a reference the corpus does not know is scored with a note.
+Hypotheses and references are scored in Unicode NFC, the normal form preprocess.sh trains on
+(:mod:`fairseq_local_repro.text.normal_form`); a note names each file that was not in it.
 """
 import argparse
 import os
 import re
 import sys
 
-from fairseq_local_repro.text import text_input
+from fairseq_local_repro.text import normal_form, text_input
 from fairseq_local_repro.text.plugin import plugin_module
 
 PROG = "score.py"
@@ -158,7 +160,21 @@ def read_inputs(hyp_path, ref_paths):
             fail(f"{path} has {len(r)} lines but {hyp_path} has {len(hyps)}")
     if not hyps:
         fail(f"{hyp_path} is empty")
-    return hyps, refs
+    return in_normal_form(hyp_path, hyps, ref_paths, refs)
+
+
+def in_normal_form(hyp_path, hyps, ref_paths, refs):
+    """Hypotheses and references in the one Unicode normal form of preprocessing and scoring
+    (:mod:`fairseq_local_repro.text.normal_form`), with a note naming each file that was not in it
+    (text that differs only in normal form would otherwise count as different words)."""
+    out = []
+    for path, lines in [(hyp_path, hyps)] + list(zip(ref_paths, refs)):
+        lines, changed = normal_form.normalise_lines(lines)
+        if changed:
+            print(f"{PROG}: note: {changed} of the {len(lines)} lines of {path} are not in Unicode "
+                  f"{normal_form.FORM}: scored in {normal_form.FORM}, as preprocess.sh trains", file=sys.stderr)
+        out.append(lines)
+    return out[0], out[1:]
 
 
 def write_scores(path, s):
@@ -168,6 +184,9 @@ def write_scores(path, s):
         file_io.write_json(path, s, indent=2)
     except file_io.DiskFullError as e:
         fail(str(e))
+    except OSError as e:  # a missing folder, no permission, a folder in the way
+        folder = os.path.dirname(os.path.abspath(path))
+        fail(f"--json {path}: cannot write it ({e.strerror or e if os.path.isdir(folder) else 'no folder ' + folder})")
 
 
 def check_corpus(hyp_path, ref_paths, lowercase):

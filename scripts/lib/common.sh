@@ -118,6 +118,20 @@ full_disk() {  # full_disk PATH: true when the file system of PATH (or of its ne
   while [ ! -e "$p" ] && [ "$p" != "$(dirname "$p")" ]; do p=$(dirname "$p"); done
   avail=$(df -Pk "$p" 2>/dev/null | awk 'NR == 2 { print $4 }'); [ "${avail:-1}" = 0 ]
 }
+claim_output() {  # claim_output DIR WHAT [--check-ours [--marker NAME]...]: DIR (the option WHAT names) is this
+  #   script's until it ends (fairseq_local/file_io.py's claim: a lock file named by DIR's real path, held
+  #   through an open descriptor, naming the script's pid); a second run on DIR is one line naming DIR and the
+  #   holder.  --check-ours: an existing non-empty DIR that no tool made (no .fairseq-local, no NAME in it) is
+  #   one line, DIR left as it is
+  local lock
+  lock=$(python -m fairseq_local_repro.text.output_claim lock-path "$1") || exit 2
+  exec {_CLAIM_FD}<>"$lock" || die "$2 $1: cannot create its lock file $lock"
+  python -m fairseq_local_repro.text.output_claim --prog "$(basename "$0")" claim "$1" --what="$2" \
+    --fd "$_CLAIM_FD" --pid $$ "${@:3}" || exit 2
+}
+mark_output() {  # mark_output DIR: DIR was made by this script (a later run may replace it: claim_output --check-ours)
+  python -m fairseq_local_repro.text.output_claim mark "$1" --tool "$(basename "$0")" || exit 2
+}
 claim_save_dir() {  # claim_save_dir SAVE ROW DATA: SAVE/run.json records that SAVE trains ROW on DATA; a run of
   #   another row or data directory there is one line naming both (the same run resumes)
   python -m fairseq_local_repro.text.corpus_manifest --prog "$(basename "$0")" claim "$1" --row "$2" --data "$3" \

@@ -29,7 +29,8 @@ done
 [[ "$NBEST" =~ ^[1-9][0-9]*$ ]] || { echo "gencnn_rerank_demo.sh: --nbest must be a positive integer" >&2; exit 2; }
 activate_env
 HOURS=$(python -c "print($MIN / 60)"); MT_HOURS=$(python -c "print($MT_MIN / 60)")
-rm -rf "$OUT"; mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
+claim_output "$OUT" --out --check-ours
+rm -rf "$OUT"; mkdir -p "$OUT"; mark_output "$OUT"; OUT="$(cd "$OUT" && pwd)"
 python "$REPO/scripts/make_synthetic_corpus.py" "$OUT/raw" "${SIZES[@]}" --seed 1
 fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$OUT/raw/train" --validpref "$OUT/raw/valid" \
   --testpref "$OUT/raw/test" --destdir "$OUT/mt-bin" --workers 1 > "$OUT/preprocess.log" 2>&1
