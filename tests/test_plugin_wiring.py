@@ -199,6 +199,8 @@ WRAPPED_TWICE = {
     "hydra.core.utils.JobReturn.return_value": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
     "sys.excepthook": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
     "sys.<module>.main": "fairseq_cli.preprocess.main: option_checks.py + preprocess_input.py",
+    "sys.<module>.add_defaults": "fairseq_cli.train.add_defaults: hydra_arch_defaults.py + option_checks.py (the "
+                                 "checks of every run under fairseq-hydra-train)",
     "fairseq.tasks.FairseqTask.get_batch_iterator": "complete_batches.py (our tasks) + shape_plan_batching.py "
                                                     "(our --rnn-impl cuda-graphs models)",
     "fairseq.tasks.FairseqTask.build_generator": "option_checks.py + shape_plan_batching.py (the beam of our "

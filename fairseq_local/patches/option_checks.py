@@ -27,9 +27,7 @@ which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches. 
   parallel one (``dict.L.txt`` only) names what the data directory holds.
 * ``fairseq_cli.train.main`` (``fairseq-train`` and ``fairseq-hydra-train``, and so ``train.sh`` and the
   recipes): the checks of every run again once the plugin is imported (``fairseq-hydra-train`` imports it
-  only there); and after ``checkpoint_utils.load_checkpoint``, a rerun of a finished run of our models or
-  tasks (``--max-update``/``--max-epoch`` reached by ``checkpoint_last.pt``) is one line and exit status
-  0, its checkpoints left as they are (fairseq would train one more update and overwrite them).
+  only there).
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
@@ -49,7 +47,7 @@ import logging
 import re
 import sys
 
-from fairseq import checkpoint_utils, models
+from fairseq import models
 from fairseq.dataclass import initialize
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask
@@ -62,12 +60,10 @@ from fairseq_local.config_checks import (
     check_model_keys,
     check_preprocess_options,
     check_task_fits_arch,
-    did_you_mean,
-    finished_run,
     unknown_key,
 )
 from fairseq_local import ownership
-from fairseq_local.errors import ConfigError, UserError, prog_name
+from fairseq_local.errors import ConfigError, UserError
 from fairseq_local.patches.checkpoint_fit import _CONTEXT
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
 
@@ -118,21 +114,6 @@ def _wrap_train_defaults():
     module.add_defaults = add_defaults_checking_options
 
 
-def _stop_if_finished(trainer, epoch_itr):
-    """A rerun of a finished training run of our models or tasks: one line, exit status 0, the
-    checkpoints left as they are (:func:`fairseq_local.config_checks.finished_run`)."""
-    if not ownership.trainer_is_ours(trainer):
-        return  # fairseq's own models and tasks train as fairseq trains them
-    message = finished_run(trainer.cfg, trainer.get_num_updates(), epoch_itr.next_epoch_idx)
-    if message is None:
-        return
-    if distributed_utils.is_master(trainer.cfg.distributed_training):
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        print(f"{prog_name()}: {message}", file=sys.stderr, flush=True)
-    sys.exit(0)
-
-
 def install():
     # CLIs imported before the plugin (their entry point modules): wrapped whenever install runs
     _wrap_cli_main("fairseq_cli.generate", check_common_options)
@@ -181,17 +162,7 @@ def install():
         check_common_options(cfg)
         return call_main(cfg, main, **kwargs)
 
-    load_checkpoint = checkpoint_utils.load_checkpoint
-
-    @functools.wraps(load_checkpoint)
-    def load_checkpoint_of_unfinished_run(cfg, trainer, **passthrough_args):
-        extra_state, epoch_itr = load_checkpoint(cfg, trainer, **passthrough_args)
-        _stop_if_finished(trainer, epoch_itr)
-        return extra_state, epoch_itr
-
-    _STATE.update(build_generator=build_generator, build_model=build_model, call_main=call_main,
-                  load_checkpoint=load_checkpoint)
-    checkpoint_utils.load_checkpoint = load_checkpoint_of_unfinished_run
+    _STATE.update(build_generator=build_generator, build_model=build_model, call_main=call_main)
     FairseqTask.build_generator = checked_build_generator
     models.build_model = checked_build_model
     distributed_utils.call_main = call_main_checking_options

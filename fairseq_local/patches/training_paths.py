@@ -17,17 +17,25 @@ that fairseq trains trains the same).  Why:
   prints the whole configuration in that message).
 * ``--save-dir`` naming a file, or a path through a file, or a directory that cannot be written:
   one line (fairseq: ``NotADirectoryError`` with a traceback).
+* A rerun of a finished run of our models or tasks (``checkpoint_last.pt`` at ``--max-update`` or
+  ``--max-epoch``): fairseq would train one more update and overwrite the best and last checkpoints;
+  here one line, exit status 0, every checkpoint left as it is (fairseq's own models: as in fairseq).
 
 :func:`install` wraps ``checkpoint_utils.verify_checkpoint_directory`` and
 ``checkpoint_utils.load_checkpoint``, which fairseq-train and fairseq-hydra-train call before the
 first update.
 """
 import functools
+import logging
 import os
+import sys
 
 from fairseq import checkpoint_utils
+from fairseq.distributed import utils as distributed_utils
 
-from fairseq_local.errors import ConfigError
+from fairseq_local import ownership
+from fairseq_local.config_checks import finished_run
+from fairseq_local.errors import ConfigError, prog_name
 from fairseq_local.save_dir_lock import lock_for
 from fairseq_local.file_io import checkpoint_listing
 
@@ -87,6 +95,21 @@ def check_save_dir(save_dir: str):
                           "you can write to")
 
 
+def _stop_if_finished(trainer, epoch_itr):
+    """A rerun of a finished training run of our models or tasks: one line, exit status 0, the
+    checkpoints left as they are (:func:`fairseq_local.config_checks.finished_run`)."""
+    if not ownership.trainer_is_ours(trainer):
+        return  # fairseq's own models and tasks train as fairseq trains them
+    message = finished_run(trainer.cfg, trainer.get_num_updates(), epoch_itr.next_epoch_idx)
+    if message is None:
+        return
+    if distributed_utils.is_master(trainer.cfg.distributed_training):
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        print(f"{prog_name()}: {message}", file=sys.stderr, flush=True)
+    sys.exit(0)
+
+
 def install():
     if _STATE:
         return
@@ -102,7 +125,9 @@ def install():
     def load_checkpoint(cfg, trainer, **passthrough_args):
         check_restore(cfg)
         lock_for(trainer, cfg)  # our runs: one run per --save-dir (fairseq_local/save_dir_lock.py)
-        return load(cfg, trainer, **passthrough_args)
+        extra_state, epoch_itr = load(cfg, trainer, **passthrough_args)
+        _stop_if_finished(trainer, epoch_itr)
+        return extra_state, epoch_itr
 
     _STATE.update(verify=verify, load=load)
     checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
