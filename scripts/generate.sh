@@ -85,10 +85,12 @@ tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 steps() {
 say "generating $subset ($n_split sentences) with beam $beam into $out"
-# fairseq-generate's stderr is shown and kept: the cause of sentences it skipped is only there
+# fairseq-generate's stderr is shown and kept: the cause of sentences it skipped is only there;
+# --required-batch-size-multiple 1: no sentence left out of the batches, for fairseq's own models too
 make_dir "$tmp" "--out $out"
 { fairseq-generate "$data" --user-dir "$USER_DIR" --task "$task" --path "$path" --gen-subset "$subset" \
-  --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" "${rm_bpe[@]}" --results-path "$tmp" \
+  --beam "$beam" --lenpen "$lenpen" --batch-size "$bs" --required-batch-size-multiple 1 "${rm_bpe[@]}" \
+  --results-path "$tmp" \
   "${cpu[@]}" "${extra[@]}" 2>&1 1>&3 | tee "$tmp/stderr" >&2; } 3>&1 || { rc=$?
   ! full_disk "$tmp" || die "$out: no space left on device (writing $tmp, beside it; $out was left as it was)"
   exit "$rc"; }

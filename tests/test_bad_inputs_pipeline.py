@@ -252,7 +252,7 @@ def short_model(tmp_path_factory):
                     *task_args, "--optimizer", "adam", "--lr", "0.01", "--max-update", "1", "--cpu",
                     "--max-tokens", "500", "--save-dir", tmp / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
                     "--max-source-positions", "7", "--max-target-positions", "7",
-                    "--skip-invalid-size-inputs-valid-test")
+                    "--skip-invalid-size-inputs-valid-test", "--required-batch-size-multiple", "1")
     assert code == 0, err[-2000:]
     for side in ("src", "tgt"):
         lengths = [len(line.split()) + 1 for line in (tmp / "raw" / f"test.{side}").read_text().splitlines()]
