@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_local.file_io import read_json, write_json, write_lines
+from fairseq_local.file_io import mark_ours, read_json, write_json, write_lines
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.context import Data
 from fairseq_local_repro.prepare import read_lines
@@ -38,6 +38,7 @@ def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: s
     case-insensitive sacrebleu (the data are lowercased, or the paper reports case-insensitive
     BLEU), with its signature."""
     os.makedirs(out_dir, exist_ok=True)
+    mark_ours(out_dir, "reproduce.py")  # the harness made it: generate.sh may write into it again
     log = os.path.join(out_dir, "generate.log")
     cmd = ["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", bin_dir or data.bin, "--path", ckpt,
            "--out", out_dir, "--subset", subset, "--beam", "5", "--detok", "moses", "--lang", data.tgt, "--task", task,

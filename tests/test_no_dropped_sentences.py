@@ -163,6 +163,7 @@ def test_generate_sh_fails_when_sentences_are_missing(translation, tmp_path):
     out = tmp_path / "gen"
     out.mkdir()
     (out / "hyp.txt").write_text("earlier run\n")
+    (out / "gen.json").write_text("{}\n")  # an earlier generate.sh output, which a rerun may replace
     # sentences longer than 7 tokens are skipped by fairseq-generate: fewer hypotheses than sentences
     proc = subprocess.run(["bash", str(REPO / "scripts" / "generate.sh"), "--data", str(data), "--path", str(ckpt),
                            "--out", str(out), "--beam", "1", "--bpe", "none", "--",
