@@ -164,7 +164,8 @@ def test_preprocess_roundtrip_and_collater(tmp_path):
     assert padded["target"].shape == (2, 9) and n < 9 and padded["target"][:, n:].eq(tgt_dict.pad()).all()
     assert padded["target"][:, :n].equal(plain["target"])
     assert padded["net_input"]["prev_output_tokens"][:, :n].equal(plain["net_input"]["prev_output_tokens"])
-    assert padded["ntokens"] == plain["ntokens"] and padded["net_input"]["src_tokens"].equal(plain["net_input"]["src_tokens"])
+    assert padded["ntokens"] == plain["ntokens"]
+    assert padded["net_input"]["src_tokens"].equal(plain["net_input"]["src_tokens"])
 
 
 def test_preprocess_line_count_mismatch_writes_nothing(tmp_path, capsys):

@@ -273,9 +273,9 @@ def lattice_batch(b, lattices, vocab, pad, rng):
     """The collated lattices of the sentences ``b`` (``LatticePairDataset``'s collater), random words."""
     n_chars, e_s, e_i, e_j, primary = lattices
     lo, hi = np.searchsorted(e_s, b), np.searchsorted(e_s, b, side="right")
-    packed = [torch.from_numpy(np.concatenate([[n_chars[s], h - lo_], e_i[lo_:h], e_j[lo_:h], rng.randint(4, vocab, h - lo_),
-                                               np.flatnonzero(primary[lo_:h])]))
-              for s, lo_, h in zip(b, lo, hi)]  # a loop over the sentences of a batch, as the collater's
+    packed = [torch.from_numpy(np.concatenate([[n_chars[s], h - a], e_i[a:h], e_j[a:h], rng.randint(4, vocab, h - a),
+                                               np.flatnonzero(primary[a:h])]))
+              for s, a, h in zip(b, lo, hi)]  # a loop over the sentences of a batch, as the collater's
     return collate_lattices(packed, pad)
 
 
@@ -305,7 +305,8 @@ def test_lattice_level_grids_of_an_iwslt_like_epoch_are_declared_and_bounded(cor
             have_f.add(f)
             have_b.add(g)
     extra = list(load_specs()["lattice_rnnsearch"].tiny_args) + [
-        "--source-lang", "src", "--target-lang", "tgt", "--max-source-positions", "1024", "--max-target-positions", "1024"]
+        "--source-lang", "src", "--target-lang", "tgt",
+        "--max-source-positions", "1024", "--max-target-positions", "1024"]
     _, model, task = build(dictionary_dir(tmp_path, n=40), "lattice_translation", "lattice_dwl_gating", extra)
     for m in model.modules():
         if isinstance(m, fast_path.FastPathMixin):

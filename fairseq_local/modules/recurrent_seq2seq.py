@@ -327,7 +327,8 @@ class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqInc
         """The input-feeding loop over the target steps (:meth:`_feed_step`; beam search runs it with
         T = 1 per generated token).  Eagerly, layers that expose their input projection get it from a
         ``StepwiseLinear``; captured as CUDA graphs, the source axis is padded to a declared length
-        that holds the source and the target (``cuda_graphs.padded_shape``; padded positions masked) and ``fast_path.scan`` pads time and batch."""
+        that holds the source and the target (``cuda_graphs.padded_shape``; padded positions masked)
+        and ``fast_path.scan`` pads time and batch."""
         how = self.execution(y)
         if not how.fast:
             consts = (enc, enc_mask, keys, kinds, self._stepwise_projections(y.size(0), y.size(1)))
