@@ -25,8 +25,10 @@ import torch
 import fairseq_local  # noqa: F401  (registers everything)
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
-from fairseq_local.modules import fast_path
-from fairseq_local.modules.lattice_gru import LatticeGRU, make_schedule, pad_levels
+from fairseq_local.data.shape_buckets import ShapePlan
+from fairseq_local.modules import cuda_graphs, fast_path
+from fairseq_local.modules.lattice_gru import (EDGE_FACTORS, LatticeGRU, declared_grids, describe_grids, grid_shape,
+                                              make_schedule, pad_levels)
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.modules.recurrent_lm_decoder import RecurrentLMDecoder
@@ -110,15 +112,22 @@ def random_lattices(seed, lengths):
     return make_schedule(*lattice[:3]), len(lengths), lattice.in_mask.size(1)
 
 
+PLAN = ShapePlan(((8, 2), (16, 1)))  # a shape plan for batches of 3 sentences of up to 7 characters
+
+
 @pytest.mark.parametrize("variant,composition,impl", [("swl", "pooling", "compiled"), ("dwl", "gating", "compiled"),
-                                                       ("swl", "pooling", "graphs"), ("dwl", "gating", "graphs")])
-def test_lattice_fast_paths_equal_eager(variant, composition, impl, request):
+                                                       ("swl", "pooling", "graphs"), ("dwl", "gating", "graphs"),
+                                                       ("swl", "gating", "graphs-plan"), ("dwl", "pooling", "graphs-plan")])
+def test_lattice_fast_paths_equal_eager(variant, composition, impl, request, monkeypatch):
     """One direction of the lattice GRU over a padded batch of random lattices: the level loop over
-    the padded grid (compiled, or captured with the levels padded to a time bucket) equals the eager
-    level loop in every node's state, every parameter's gradient and the gradient of the edge
-    inputs; positions without a node stay zero."""
-    if impl == "graphs":
+    the padded grid (compiled, or captured with the levels padded to a time bucket, or to the
+    declared grid of a shape plan) equals the eager level loop in every node's state, every
+    parameter's gradient and the gradient of the edge inputs; positions without a node stay zero."""
+    if impl.startswith("graphs"):
         request.getfixturevalue("graphs")
+    if impl == "graphs-plan":
+        monkeypatch.setattr(cuda_graphs, "_PLAN", [PLAN])
+        impl = "graphs"
     torch.manual_seed(0)
     sched, B, P = random_lattices(3, (7, 3, 5))
     layer = LatticeGRU(4, 5, variant, composition, init_scale=0.5)
@@ -156,6 +165,30 @@ def test_lattice_level_grid():
         real[grid.edge_slot] = True
         assert grid.pre_row.view(-1)[~real].eq(0).all() and grid.local.view(-1)[~real].eq(grid.width - 1).all()
         assert set(grid.pre_row.view(-1)[real].tolist()) <= {0} | set((1 + grid.node_slot).tolist())
+
+
+def test_lattice_level_grid_under_a_shape_plan(monkeypatch):
+    """Under a shape plan the captured grid is a declared one: the smallest declared length that
+    holds the levels, with its batch size times the smallest edge factor that holds the widest
+    level (the next longer length where none does; beyond every declared grid the generic
+    buckets); at most K * len(EDGE_FACTORS) grids; the grid of a random batch is declared and
+    without a plan the buckets are as before."""
+    plan = ShapePlan(((8, 40), (16, 24), (32, 8)))
+    assert grid_shape(5, 30, plan) == (8, 40) and grid_shape(8, 41, plan) == (8, 80)
+    assert grid_shape(9, 30, plan) == (16, 48) and grid_shape(5, 200, plan) == (8, 240)
+    assert grid_shape(20, 30, plan) == (32, 32) and grid_shape(5, 330, plan) == (8, 384)
+    assert grid_shape(40, 3, plan) == (64, 4) and grid_shape(40, 3) == (64, 4) and grid_shape(5, 30) == (8, 32)
+    grids = declared_grids(plan)
+    assert len(grids) <= len(plan.shapes) * len(EDGE_FACTORS) and (16, 24 * 6) in grids
+    assert describe_grids(plan).startswith(f"lattice level grids: at most {len(grids)} (levels x width)")
+    monkeypatch.setattr(cuda_graphs, "_PLAN", [PLAN])
+    for seed, lengths in enumerate([(2,), (3, 1), (7, 4), (5, 2), (6, 6), (7,)]):
+        sched, _, _ = random_lattices(seed, lengths)
+        grid = pad_levels(sched)
+        assert (grid.levels, grid.width) in declared_grids(PLAN), (grid.levels, grid.width)
+        widest = max(e1 - e0 for _, e0, e1, _, _ in sched.steps)
+        assert (grid.levels, grid.width) == grid_shape(len(sched.steps), widest, PLAN)
+        assert pad_levels(sched, bucket_levels=False).levels == len(sched.steps)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fairseq_local.data.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
-from fairseq_local.data.lattice_dataset import LatticeBatch, collate_lattices, load_lattice_dataset
+from fairseq_local.data.lattice_dataset import LatticeBatch, LatticePairDataset, collate_lattices, load_lattice_dataset
 from fairseq_local_repro.tools import build_lattices, preprocess_lattices
 
 FIG1 = "下雨天地面积水"
@@ -156,6 +156,16 @@ def test_preprocess_roundtrip_and_collater(tmp_path):
     assert batch["src_lengths"].tolist() == [3, 2]
     one_best = collate_lattices([ds[0]], src_dict.pad(), one_best=True)
     assert one_best["lattice"].in_mask.sum() == 3 and one_best["lattice"].in_words[0, 5, 0] == idx("地面")
+    # the pair collater pads targets to the shape plan's declared length when given one
+    pairs = LatticePairDataset(ds, src_dict, tgt, tgt.sizes, tgt_dict)
+    plain = pairs.collater([pairs[0], pairs[1]])
+    padded = pairs.collater([pairs[0], pairs[1]], pad_to_length={"source": 9, "target": 9})
+    n = plain["target"].size(1)
+    assert padded["target"].shape == (2, 9) and n < 9 and padded["target"][:, n:].eq(tgt_dict.pad()).all()
+    assert padded["target"][:, :n].equal(plain["target"])
+    assert padded["net_input"]["prev_output_tokens"][:, :n].equal(plain["net_input"]["prev_output_tokens"])
+    assert padded["ntokens"] == plain["ntokens"]
+    assert padded["net_input"]["src_tokens"].equal(plain["net_input"]["src_tokens"])
 
 
 def test_preprocess_line_count_mismatch_writes_nothing(tmp_path, capsys):

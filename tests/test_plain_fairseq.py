@@ -13,6 +13,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,9 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERE
            TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
 COMMON = ["--cpu", "--num-workers", "0", "--seed", "1", "--no-progress-bar", "--log-format", "json",
           "--log-interval", "1"]
-TRAIN = ["--optimizer", "adam", "--lr", "0.01", "--batch-size", "5", "--no-epoch-checkpoints"]
+OPTIM = ["--optimizer", "adam", "--lr", "0.01", "--batch-size", "5"]
+TRAIN = OPTIM + ["--no-epoch-checkpoints"]
+TRANSLATION = ["--task", "translation", "--source-lang", "src", "--target-lang", "tgt"]
 ARCHS = {
     "lstm": ["--arch", "lstm", "--encoder-embed-dim", "8", "--encoder-hidden-size", "8", "--decoder-embed-dim", "8",
              "--decoder-hidden-size", "8", "--decoder-out-embed-dim", "8"],
@@ -153,13 +156,12 @@ def translation_runs(corpora):
     --save-dir (from the plain mode's binarized data, so that both read the same files)."""
     tmp, _, out = corpora
     data = out["plain"]["mt"]
-    task = ["--task", "translation", "--source-lang", "src", "--target-lang", "tgt"]
     runs = {}
     for arch in ("lstm", "transformer"):
         for mode in MODES:
             save = tmp / "runs" / arch / mode
-            first = _train(data, save, arch, mode, 3, task)
-            resumed = _train(data, save, arch, mode, 6, task)
+            first = _train(data, save, arch, mode, 3, TRANSLATION)
+            resumed = _train(data, save, arch, mode, 6, TRANSLATION)
             runs[arch, mode] = SimpleNamespace(save=save, first=first, resumed=resumed)
     return data, runs
 
@@ -174,6 +176,37 @@ def test_train_and_resume_are_fairseqs(translation_runs, arch):
     assert_same_state(plain.save / "checkpoint_last.pt", plugin.save / "checkpoint_last.pt")
     assert_same_state(plain.save / "checkpoint_best.pt", plugin.save / "checkpoint_best.pt")
     assert not (plugin.save / save_dir_lock.LOCK_NAME).exists()  # the lock is for our models' runs
+
+
+@pytest.fixture(scope="module")
+def epoch_resumes(corpora):
+    """``lstm`` trained for 2 epochs in one run, and again from the end of epoch 1 (that run's
+    ``checkpoint1.pt`` as ``checkpoint_last.pt`` of a new --save-dir), each mode writing and resuming
+    its own checkpoints: the case of fairseq's ``tests/test_reproducibility.py``."""
+    tmp, _, out = corpora
+    args = [out["plain"]["mt"], *TRANSLATION, *ARCHS["lstm"], *COMMON, *OPTIM, "--max-epoch", "2"]
+    logs = {}
+    for mode in MODES:
+        whole, resumed = tmp / "epochs" / mode / "whole", tmp / "epochs" / mode / "resumed"
+        logs[mode, "whole"] = run("fairseq-train", *args, "--save-dir", whole, mode=mode)
+        resumed.mkdir(parents=True)
+        shutil.copyfile(whole / "checkpoint1.pt", resumed / "checkpoint_last.pt")
+        logs[mode, "resumed"] = run("fairseq-train", *args, "--save-dir", resumed, mode=mode)
+    return {key: stats(log) for key, log in logs.items()}
+
+
+def test_resume_from_an_epoch_end_is_fairseqs(epoch_resumes):
+    """fairseq makes a resumed run's batches at the resumed epoch (sentences of equal length ordered by
+    a permutation seeded with ``--seed`` plus that epoch), where the uninterrupted run keeps those of
+    epoch 1: where equal lengths meet at a batch boundary, its epoch 2 trains on other batches.  With
+    the plugin loaded, fairseq's own model resumes as fairseq resumes (``patches/exact_resume.py``
+    makes our runs alone continue with the stored batches)."""
+    assert epoch_resumes["plugin", "whole"] == epoch_resumes["plain", "whole"]
+    assert epoch_resumes["plugin", "resumed"] == epoch_resumes["plain", "resumed"]
+    # the case compared: fairseq's own resumed epoch 2 is not that of its uninterrupted run
+    whole, resumed = ([r for r in epoch_resumes["plain", kind] if r.get("epoch") == 2 and "loss" in r]
+                      for kind in ("whole", "resumed"))
+    assert resumed and resumed != whole
 
 
 @pytest.mark.parametrize("arch", ["lstm", "transformer"])

@@ -172,3 +172,19 @@ def test_capture_ahead_captures_every_training_shape_and_changes_no_loss(transla
     assert none == 0 and captured > 0 and stats["graphs_captured"] == captured, stats  # training captured nothing new
     assert stats["capture_ahead_s"] > 0 and stats["graph_fallbacks"] == 0
     assert "capture ahead: " in caplog.text and "shape plan: K=" in caplog.text
+
+
+def test_a_lattice_model_names_its_level_grid_bound_with_the_plan(tmp_path, caplog):
+    """With graphs on, the plan's start-up line is followed by the lattice encoder's bound on its
+    level grids (``lattice_gru.describe_grids``); a model without lattices logs the plan alone."""
+    plan = ShapePlan(((8, 40), (16, 24)))
+    data = dictionary_dir(tmp_path)
+    for arch, task_name, extra, want in [
+            ("lattice_dwl_gating", "lattice_translation", ["--source-lang", "src", "--target-lang", "tgt"], True),
+            ("mc_rnn", "translation", TINY_S2S, False)]:
+        _, _, task = build(data, task_name, arch, extra + ["--rnn-impl", "cuda-graphs"])
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            shape_plan_batching._declare(task, plan, True)
+        assert "shape plan: K=2 batch shapes (length x batch) 8x40 16x24" in caplog.text
+        assert ("lattice level grids: at most 12 (levels x width) per direction" in caplog.text) == want, arch

@@ -19,8 +19,9 @@ from fairseq.data import data_utils
 from torch.utils._pytree import tree_flatten
 
 from contract_lib import load_specs
+from fairseq_local.data.lattice_dataset import collate_lattices
 from fairseq_local.data.shape_buckets import ShapePlan, make_plan, plan_batches
-from fairseq_local.modules import cuda_graphs, fast_path
+from fairseq_local.modules import cuda_graphs, fast_path, lattice_gru
 from fast_path_lib import _single_thread, build, dictionary_dir  # noqa: F401  (_single_thread is a fixture)
 
 MAX_TOKENS = 4000
@@ -196,3 +197,147 @@ def test_the_plan_of_an_iwslt_like_epoch_against_batch_by_size(corpus):
                                        required_batch_size_multiple=8)
     default_shapes = {(cuda_graphs.length_bucket(int(n[b].max())), cuda_graphs.batch_bucket(len(b))) for b in default}
     assert len(default) > len(b1) * 0.9 and len(default_shapes) > 1
+
+
+# ------------------------------------------------------------------------------------------------
+# the lattice encoder: its level grids (lattice_gru.grid_shape) under the plan
+# ------------------------------------------------------------------------------------------------
+def lattice_corpus(n_chars, seed=0, max_segs=3):
+    """Edges (sentence, i, j) and primary-path flags of lattices over ``n_chars`` characters, each
+    the merge of 1 to ``max_segs`` random segmentations (each boundary cut with probability 1/2, as
+    in the GPU kit's ``random_lattices``); the first segmentation is the primary path.  Edges are
+    sorted by (sentence, i, j).  Vectorised over the corpus (a loop over segmentations only)."""
+    rng = np.random.RandomState(seed)
+    segs = rng.randint(1, max_segs + 1, len(n_chars))
+    sent = np.repeat(np.arange(len(n_chars)), n_chars + 1)  # one entry per node v_0..v_N
+    pos = np.arange(sent.size) - np.repeat(np.cumsum(n_chars + 1) - (n_chars + 1), n_chars + 1)
+    keys = []
+    for s in range(max_segs):
+        cut = ((pos == 0) | (pos == n_chars[sent]) | (rng.randint(0, 2, sent.size) == 1)) & (s < segs[sent])
+        at = np.flatnonzero(cut)
+        same = sent[at[1:]] == sent[at[:-1]]
+        keys.append(at[:-1][same] * 256 + (at[1:] - at[:-1])[same])
+    k = np.unique(np.concatenate(keys))
+    first, length = k // 256, k % 256
+    return sent[first], pos[first], pos[first] + length, np.isin(k, keys[0])
+
+
+def node_depths(n_chars, e_s, e_i, e_j):
+    """The depth (longest path from the start node, in edges) of every node, ``[offset[s] + p]``
+    for node p of sentence s; a loop over positions."""
+    offset = np.cumsum(n_chars + 1) - (n_chars + 1)
+    depth = np.zeros(int((n_chars + 1).sum()), dtype=np.int64)
+    order = np.argsort(e_j, kind="stable")
+    e_s, e_i, e_j = e_s[order], e_i[order], e_j[order]
+    bounds = np.searchsorted(e_j, np.arange(int(n_chars.max()) + 2))
+    for p in range(1, int(n_chars.max()) + 1):
+        s, i = e_s[bounds[p]:bounds[p + 1]], e_i[bounds[p]:bounds[p + 1]]
+        np.maximum.at(depth, offset[s] + p, depth[offset[s] + i] + 1)
+    return depth, offset
+
+
+def level_grids(batches, n_chars, e_s, e_i, e_j):
+    """Each batch's (levels, widest level's edges) in one direction: the levels are the batch's
+    largest depth, a level's edges are those entering its nodes (``make_schedule``'s steps)."""
+    depth, offset = node_depths(n_chars, e_s, e_i, e_j)
+    batch_of = np.empty(len(n_chars), dtype=np.int64)
+    batch_of[np.concatenate(batches)] = np.repeat(np.arange(len(batches)), [len(b) for b in batches])
+    level = depth[offset[e_s] + e_j]
+    keys, counts = np.unique(batch_of[e_s] * 1024 + level, return_counts=True)
+    widest = np.zeros(len(batches), dtype=np.int64)
+    np.maximum.at(widest, keys // 1024, counts)
+    levels = np.zeros(len(batches), dtype=np.int64)
+    np.maximum.at(levels, batch_of[e_s], level)
+    return levels, widest
+
+
+@pytest.fixture(scope="module")
+def lattices(corpus):
+    src, _, _ = corpus
+    n_chars = src - 1  # characters: the source side without its EOS
+    e_s, e_i, e_j, primary = lattice_corpus(n_chars)
+    return n_chars, e_s, e_i, e_j, primary
+
+
+def epoch_grids(batches, plan, lattices):
+    """Each batch's padded (levels, width) forward and backward (the mirrored lattice)."""
+    n_chars, e_s, e_i, e_j, _ = lattices
+    out = []
+    for i, j in ((e_i, e_j), (n_chars[e_s] - e_j, n_chars[e_s] - e_i)):
+        levels, widest = level_grids(batches, n_chars, e_s, i, j)
+        out.append([lattice_gru.grid_shape(int(n), int(w), plan) for n, w in zip(levels, widest)])
+    return list(zip(*out))
+
+
+def lattice_batch(b, lattices, vocab, pad, rng):
+    """The collated lattices of the sentences ``b`` (``LatticePairDataset``'s collater), random words."""
+    n_chars, e_s, e_i, e_j, primary = lattices
+    lo, hi = np.searchsorted(e_s, b), np.searchsorted(e_s, b, side="right")
+    packed = [torch.from_numpy(np.concatenate([[n_chars[s], h - a], e_i[a:h], e_j[a:h], rng.randint(4, vocab, h - a),
+                                               np.flatnonzero(primary[a:h])]))
+              for s, a, h in zip(b, lo, hi)]  # a loop over the sentences of a batch, as the collater's
+    return collate_lattices(packed, pad)
+
+
+def test_lattice_level_grids_of_an_iwslt_like_epoch_are_declared_and_bounded(corpus, lattices, tmp_path, monkeypatch):
+    """Lattices over an IWSLT-like epoch of characters (the source lengths without EOS; 1 to 3
+    merged random segmentations), in the plan's batches: every batch's padded level grid, forward
+    and backward, is one of ``lattice_gru.declared_grids(plan)`` (at most K * len(EDGE_FACTORS),
+    stated at start-up) and epoch 2 meets no grid that epoch 1 did not; the real model (the
+    paper's DWL-GRU + gating arch, widths shrunk), run on a batch of each grid with its targets
+    padded to the declared length as the collater pads them, pads to exactly the predicted grids,
+    and its decoder keeps at most K training variants."""
+    src, tgt, plan = corpus
+    declared = set(lattice_gru.declared_grids(plan))
+    bound = len(plan.shapes) * len(lattice_gru.EDGE_FACTORS)
+    assert len(declared) <= bound
+    batches = epoch_batches(src, tgt, plan, 1)
+    grids = epoch_grids(batches, plan, lattices)
+    forward, backward = {g for g, _ in grids}, {g for _, g in grids}
+    assert forward | backward <= declared, sorted((forward | backward) - declared)
+    second = epoch_grids(epoch_batches(src, tgt, plan, 2), plan, lattices)
+    assert {g for g, _ in second} <= forward and {g for _, g in second} <= backward  # epoch 2: none new
+    # one batch for each forward and each backward grid, through the real model
+    picked, have_f, have_b = [], set(), set()
+    for b, (f, g) in zip(batches, grids):  # a loop over batches
+        if f not in have_f or g not in have_b:
+            picked.append((f, g, b))
+            have_f.add(f)
+            have_b.add(g)
+    extra = list(load_specs()["lattice_rnnsearch"].tiny_args) + [
+        "--source-lang", "src", "--target-lang", "tgt",
+        "--max-source-positions", "1024", "--max-target-positions", "1024"]
+    _, model, task = build(dictionary_dir(tmp_path, n=40), "lattice_translation", "lattice_dwl_gating", extra)
+    for m in model.modules():
+        if isinstance(m, fast_path.FastPathMixin):
+            m.rnn_impl = GRAPHS
+    recorder = Recorder()
+    monkeypatch.setattr(cuda_graphs, "call", recorder)
+    d = task.target_dictionary
+    rng = np.random.RandomState(0)
+    cuda_graphs.set_shape_plan(plan)
+    try:
+        with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()):
+            model.train()
+            for f, g, b in picked:
+                net = lattice_batch(b, lattices, len(task.source_dictionary), task.source_dictionary.pad(), rng)
+                # the collater pads the targets to the batch's declared length (collate_to_plan)
+                t = _tokens(tgt[b], plan.shapes[int(plan.bucket_of([np.maximum(src, tgt)[b].max()])[0])][0],
+                            len(d), d.eos(), d.pad(), left=False)
+                prev = torch.cat([torch.full((len(b), 1), d.eos()), t[:, :-1]], 1)
+                model(net["src_tokens"], net["src_lengths"], prev, lattice=net["lattice"])
+    finally:
+        cuda_graphs.set_shape_plan(None)
+    seen = {}
+    directions = {id(model.encoder.lattice.forward_gru): "forward", id(model.encoder.lattice.backward_gru): "backward"}
+    for (owner, _), variants in recorder.variants.items():
+        if owner in directions:
+            seen[directions[owner]] = {s[0] for sig, _, _ in variants for s in sig
+                                       if isinstance(s, tuple) and s[1] == torch.int64 and len(s[0]) == 2}
+        else:
+            assert len(variants) <= len(plan.shapes), (owner, len(variants))
+    want_f, want_b = {f for f, _, _ in picked}, {g for _, g, _ in picked}
+    assert want_f == forward and want_b == backward
+    assert seen == {"forward": want_f, "backward": want_b}, (seen, want_f, want_b)
+    print(f"lattice grids over an IWSLT-like epoch: {len(forward)} forward, {len(backward)} backward, "
+          f"declared {len(declared)} <= K*{len(lattice_gru.EDGE_FACTORS)} = {bound}")

@@ -149,9 +149,10 @@ class LatticePairDataset(FairseqDataset):
         if self.tgt is not None:
             tpad, teos = self.tgt_dict.pad(), self.tgt_dict.eos()
             tgts = [s["target"] for s in samples]
-            batch["target"] = data_utils.collate_tokens(tgts, tpad, teos, left_pad=False)
+            length = (pad_to_length or {}).get("target")  # the shape plan's declared length (graphs)
+            batch["target"] = data_utils.collate_tokens(tgts, tpad, teos, left_pad=False, pad_to_length=length)
             net_input["prev_output_tokens"] = data_utils.collate_tokens(
-                tgts, tpad, teos, left_pad=False, move_eos_to_beginning=True)
+                tgts, tpad, teos, left_pad=False, move_eos_to_beginning=True, pad_to_length=length)
             batch["ntokens"] = sum(len(t) for t in tgts)
         else:
             batch["ntokens"] = int(net_input["src_lengths"].sum())

@@ -55,7 +55,8 @@ contract already makes exact (the state is left unchanged; the padded outputs ar
 * batch: the smallest ``m * 2^e >= B`` with m in (4, 6) (:func:`batch_bucket`): two buckets per
   octave, at most 50 % padding;
 * other lengths a loop depends on (the source length seen by a decoder's attention, the levels and
-  width of a lattice's grid) are padded by the caller (:func:`length_bucket`, :func:`batch_bucket`).
+  width of a lattice's grid) are padded by the caller (:func:`length_bucket`, :func:`batch_bucket`;
+  the lattice grid under a shape plan: ``lattice_gru.grid_shape``).
 
 The compiled step needs no padding: its batch axis is dynamic (:data:`Layout` says where it is),
 and other lengths become dynamic after the second size dynamo sees.

@@ -42,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_local.modules import fast_path
+from fairseq_local.modules import cuda_graphs, fast_path
 from fairseq_local.modules.fast_path import FastPathMixin
 
 VARIANTS = ("swl", "dwl")
@@ -147,9 +147,9 @@ def make_schedule(words: Tensor, other: Tensor, mask: Tensor) -> Schedule:
 
 class PaddedLevels(NamedTuple):
     """A ``Schedule`` laid out for the level loop of the fast path: ``L`` levels (padded to ``Lp``
-    = a time bucket on the captured path, :func:`~fairseq_local.modules.fast_path.length_bucket`),
-    and each level's edges and nodes padded to ``W`` slots, ``W`` the batch bucket of the widest
-    level's edge count (a level has at least as many edges as nodes, so one width serves both).
+    on the captured path) and each level's edges and nodes padded to ``W`` slots, ``W`` at least the
+    widest level's edge count (a level has at least as many edges as nodes, so one width serves
+    both); :func:`grid_shape` gives (``Lp``, ``W``).
     States live in one buffer of ``1 + Lp * W`` rows: row 0 is the zero initial state, row
     ``1 + s * W + j`` the state of node slot ``j`` of level ``s``.  Padded edge slots read row 0 and
     are composed into node slot ``W - 1``, which is padding whenever a level has a padded edge slot
@@ -165,14 +165,48 @@ class PaddedLevels(NamedTuple):
     write_row: Tensor  # Lp x W: state buffer row of each node slot
 
 
+EDGE_FACTORS = (1, 2, 3, 4, 6, 8)  # declared widths of a level: a plan's batch size times one of these
+
+
+def declared_grids(plan) -> List[Tuple[int, int]]:
+    """The (levels, width) grids of the captured level loop under a shape plan: each declared
+    length ``L_j`` with the widths ``B_j * f``, f in :data:`EDGE_FACTORS`; at most
+    ``K * len(EDGE_FACTORS)``, whatever the corpus."""
+    return sorted({(length, rows * f) for length, rows in plan.shapes for f in EDGE_FACTORS})
+
+
+def describe_grids(plan) -> str:
+    grids = declared_grids(plan)
+    return (f"lattice level grids: at most {len(grids)} (levels x width) per direction, the plan's lengths with "
+            f"their batch size times {', '.join(map(str, EDGE_FACTORS))}")
+
+
+def grid_shape(levels: int, width: int, plan=None) -> Tuple[int, int]:
+    """The padded (levels, width) of a level grid on the captured path.  With a shape plan: the
+    smallest declared length ``L_j >= levels`` and the smallest of its widths ``B_j * f >= width``
+    (a batch whose depth fits ``L_j`` has at most ``B_j`` sentences, as its characters fit a bucket
+    at least as long, so ``f`` is at most the edges of one sentence in one level), the next longer
+    length where none is wide enough; without a plan, or beyond every declared grid, a time bucket
+    and a batch bucket (:func:`~fairseq_local.modules.fast_path.length_bucket`, ``batch_bucket``)."""
+    if plan is not None:
+        for length, rows in plan.shapes:
+            fit = [rows * f for f in EDGE_FACTORS if rows * f >= width]
+            if length >= levels and fit:
+                return length, fit[0]
+    return fast_path.length_bucket(levels), fast_path.batch_bucket(width)
+
+
 def pad_levels(sched: Schedule, bucket_levels: bool = True) -> PaddedLevels:
     """Lay a schedule out in the padded ``Lp x W`` level grid of ``PaddedLevels`` (``bucket_levels``:
-    pad the levels to a time bucket, for the captured path, so that the number of graphs is bounded
-    by the time buckets times the width buckets)."""
+    pad to :func:`grid_shape` under the run's shape plan, for the captured path, so that the number
+    of graphs is bounded; otherwise the levels stay as they are and the width is a batch bucket)."""
     steps = sched.steps
     device = sched.edge_local.device
-    width = fast_path.batch_bucket(max(e1 - e0 for _, e0, e1, _, _ in steps))
-    n_levels = fast_path.length_bucket(len(steps)) if bucket_levels else len(steps)
+    widest = max(e1 - e0 for _, e0, e1, _, _ in steps)
+    if bucket_levels:
+        n_levels, width = grid_shape(len(steps), widest, cuda_graphs.shape_plan())
+    else:
+        n_levels, width = len(steps), fast_path.batch_bucket(widest)
 
     def slots(bounds: List[Tuple[int, int]]) -> Tensor:
         counts = torch.tensor([b - a for a, b in bounds])
@@ -223,8 +257,10 @@ class LatticeGRU(FastPathMixin, nn.Module):
     ``--rnn-impl`` (``fairseq_local.modules.fast_path``): eagerly, one step per level handles
     exactly that level's edges and nodes; on the fast path the same level computation (``_level``)
     runs as the step ``_level_step`` over the padded level grid of ``pad_levels`` (compiled once,
-    or captured once per (levels bucket, width bucket)).  Recording the gate weights (analysis)
+    or captured once per padded grid, :func:`grid_shape`).  Recording the gate weights (analysis)
     always runs eagerly."""
+
+    grid_description = staticmethod(describe_grids)  # logged with the shape plan at start-up
 
     def __init__(self, input_size: int, hidden_size: int, variant: str = "dwl", composition: str = "gating",
                  init_scale: float = 0.1):
@@ -372,5 +408,6 @@ def multiply_adds_per_token(variant: str, composition: str, emb: int, hidden: in
     return gru_in + gru_hh + edges_per_node * gate
 
 
-__all__ = ["LatticeGRU", "BiLatticeGRU", "make_schedule", "pad_levels", "compose", "Schedule", "PaddedLevels", "multiply_adds_per_token",
+__all__ = ["LatticeGRU", "BiLatticeGRU", "make_schedule", "pad_levels", "grid_shape", "declared_grids",
+           "describe_grids", "EDGE_FACTORS", "compose", "Schedule", "PaddedLevels", "multiply_adds_per_token",
            "VARIANTS", "COMPOSITIONS"]

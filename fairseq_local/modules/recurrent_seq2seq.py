@@ -327,7 +327,8 @@ class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqInc
         """The input-feeding loop over the target steps (:meth:`_feed_step`; beam search runs it with
         T = 1 per generated token).  Eagerly, layers that expose their input projection get it from a
         ``StepwiseLinear``; captured as CUDA graphs, the source axis is padded to a declared length
-        (``cuda_graphs.padded_shape``; padded positions masked) and ``fast_path.scan`` pads time and batch."""
+        that holds the source and the target (``cuda_graphs.padded_shape``; padded positions masked)
+        and ``fast_path.scan`` pads time and batch."""
         how = self.execution(y)
         if not how.fast:
             consts = (enc, enc_mask, keys, kinds, self._stepwise_projections(y.size(0), y.size(1)))
@@ -335,7 +336,9 @@ class RecurrentAttentionDecoder(FastPathMixin, RecurrentDecoderMixin, FairseqInc
         S, B = enc.shape[:2]
         src = S
         if how.graphs:
-            src = padded_shape(S, B)[0]
+            # at least the target's length: a batch padded to a declared length (the shape plan's
+            # collaters) has its source within it, so source and target take one declared length
+            src = padded_shape(max(S, y.size(0)), B)[0]
             enc_mask = enc.new_zeros(B, S, dtype=torch.bool) if enc_mask is None else enc_mask
             enc, keys, enc_mask = pad_dim(enc, 0, src), pad_dim(keys, 0, src), pad_dim(enc_mask, 1, src, True)
         (top, ctx, attn), carry = scan(self, "_feed_step", (query, *flat), (y,), None,

@@ -47,6 +47,7 @@ GRAPHS_IMPL = "cuda-graphs"
 _MARK = "_fairseq_local_shape_plan_batching"
 _TASK_GRAPHS = "_fairseq_local_graphs_model"  # task attribute: it built a model with graphs on
 _TASK_PLAN = "_fairseq_local_shape_plan"  # task attribute: the plan its batches follow
+_TASK_GRIDS = "_fairseq_local_grid_descriptions"  # task attribute: its model's own padded grids, per plan
 _WARMED = "_fairseq_local_captured_ahead"  # trainer attribute
 
 
@@ -63,6 +64,8 @@ def _declare(task, plan, new: bool):
     cuda_graphs.set_shape_plan(plan)
     if new:
         logger.info(plan.describe())
+        for describe in getattr(task, _TASK_GRIDS, ()):
+            logger.info(describe(plan))
 
 
 def _planned_batch_by_size(task, dataset):
@@ -169,6 +172,9 @@ def install():
         model = build_model(self, *args, **kwargs)
         if graphs_requested(model):
             setattr(self, _TASK_GRAPHS, True)
+            # loops that pad to grids of their own (the lattice levels) say their bound with the plan
+            setattr(self, _TASK_GRIDS, list(dict.fromkeys(
+                type(m).grid_description for m in model.modules() if hasattr(type(m), "grid_description"))))
         return model
 
     @functools.wraps(get_iterator)
