@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 
+from fairseq_local_repro import clock
 from fairseq_local_repro.bench_entries import ENTRIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -310,7 +311,7 @@ def run_bench(run, args):
                     load, cpu, t = os.getloadavg()[0], _children_cpu_seconds(), time.time()
                     rc, tail = run.sh([sys.executable, "-m", BENCH] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.deadline - time.time()))
-                    rec["seconds"] = round(time.time() - t, 1)
+                    rec["seconds"] = clock.seconds(time.time() - t)
                     if rc == 0 and os.path.isfile(jpath):
                         with open(jpath, encoding="utf-8") as f:
                             res = json.load(f)
@@ -331,7 +332,7 @@ def run_bench(run, args):
                         machine["entries"].append({
                             "name": entry["name"], "dtype": dtype, "status": rec["status"],
                             "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
-                            "cpu_seconds": round(_children_cpu_seconds() - cpu, 1), "wall_seconds": rec["seconds"],
+                            "cpu_seconds": clock.seconds(_children_cpu_seconds() - cpu), "wall_seconds": rec["seconds"],
                             "torch_threads": rec.get("result", {}).get("torch_threads")})
                         write_json(os.path.join(args.out, "check.json"), machine)
                 run.say(f"bench {entry['name']} {dtype}: {rec['status']}"
@@ -400,7 +401,7 @@ def run_startup(run, args):
                     t = time.time()
                     rc, tail = run.sh([sys.executable, "-m", STARTUP] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.left()))
-                    rec["seconds"] = round(time.time() - t, 1)
+                    rec["seconds"] = clock.seconds(time.time() - t)
                     if rc == 0 and os.path.isfile(jpath):
                         with open(jpath, encoding="utf-8") as f:
                             rec.update(status="ok", result=json.load(f))
@@ -497,7 +498,7 @@ def fairseq_train(run, args, arch, save, minutes, extra):
         cmd.append("--cpu")
     t = time.time()
     rc, tail = run.sh(cmd, timeout=60 * minutes + 120)
-    rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": round(time.time() - t, 1)}
+    rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": clock.seconds(time.time() - t)}
     rec.update(_train_stats(run.log.name, arch))
     return rec, rc, tail
 
