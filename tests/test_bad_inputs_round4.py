@@ -388,12 +388,15 @@ def generated(bin_dir, trained, tmp_path_factory):
 
 
 @pytest.mark.parametrize("ref", ["train.en", "valid.de"])
-def test_score_refuses_another_texts_reference_without_corpus_json(raw, generated, capsys, ref):
+def test_score_notes_another_texts_reference_without_corpus_json(raw, generated, capsys, ref):
+    """Scored, with one note naming the reference, the split and the fix (a note, not a refusal: the
+    character-pair overlap is a heuristic, and a lattice split's binarized targets can read otherwise)."""
     from fairseq_local_repro.tools import score
 
     code, err = call(capsys, score.main, ["--hyp", str(generated), "--ref", str(raw / ref)])
-    assert_one_line(code, err, f"--ref {raw / ref} is not the target text of valid in",
-                    "give the raw target file of valid")
+    assert code == 0 and "Traceback" not in err, err[-2000:]
+    lines = [line for line in err.splitlines() if f"--ref {raw / ref} may not be the target text of valid in" in line]
+    assert len(lines) == 1 and "give the raw target file of valid" in lines[0], err[-2000:]
 
 
 def test_score_takes_the_splits_own_reference_without_corpus_json(raw, generated, capsys):

@@ -173,7 +173,7 @@ def test_generate_sh_fails_when_sentences_are_missing(translation, tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert f"of the {N} sentences of subset 'test'" in last and "longer than the model's positions" in last \
         and "--skip-invalid-size-inputs-valid-test" in last, proc.stderr[-2000:]
-    assert (out / "hyp.txt").read_text() == "earlier run\n" and sorted(p.name for p in out.iterdir()) == ["hyp.txt"]
+    assert (out / "hyp.txt").read_text() == "earlier run\n" and sorted(p.name for p in out.iterdir()) == ["gen.json", "hyp.txt"]
     assert not list(tmp_path.glob("gen.tmp.*"))
 
 
