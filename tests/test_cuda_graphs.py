@@ -231,7 +231,7 @@ def test_graphs_under_autocast(graphs):
 def test_live_graphs_are_bounded(graphs, monkeypatch):
     monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 2)
     layer = TorchRNNLayer("gru", 4, 6)
-    for T in (2, 9, 17, 33):
+    for T in (33, 17, 9, 2):  # the largest first: the loop's arena fits every later variant
         x, mask = torch.randn(T, 3, 4), padding(T, 3, "holes")
         set_impl(layer, "eager")
         with torch.no_grad():
@@ -353,52 +353,67 @@ def train_call(layer, T, B=3, seed=0):
 
 def test_an_evicted_variant_is_gone_without_garbage_collection(graphs, monkeypatch):
     """With the garbage collector off, a variant pushed out by the count cap is freed at once (no
-    reference cycle), its static buffers are poisoned, and its pool lives on while another variant
-    of the loop uses it; when the last one goes, the pool goes too."""
+    reference cycle); the loop's pool and arena live on while another variant of the loop uses them
+    (the arena's bytes unchanged: the smaller variant's slots fit the larger one's); when the last
+    variant goes, the arena is poisoned and freed with the pool."""
     monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 1)
     torch.manual_seed(0)
     layer = MultiChannelRNNLayer(4, 6, 2, cell="gru")
     gc.collect()
     gc.disable()
     try:
-        train_call(layer, 5)
+        train_call(layer, 9)
         (first,) = cuda_graphs._LIVE.values()
         static = next(t for t in first.static_in if isinstance(t, torch.Tensor) and t.is_floating_point())
-        variant, pool = weakref.ref(first), weakref.ref(first.pool)
+        variant, pool, arena = weakref.ref(first), weakref.ref(first.pool), weakref.ref(first.arena)
+        held = fast_path.stats()["graph_bytes"]
+        assert held == first.pool.bytes + first.arena.bytes and first.arena.bytes == first.arena.buf.numel()
         del first
         assert variant() is not None and torch.isfinite(static).all()
-        train_call(layer, 9)  # another time bucket: a second variant, the first is evicted
+        train_call(layer, 5)  # another time bucket: a second variant, the first is evicted
         assert variant() is None, gc.get_referrers(variant())
-        assert torch.isnan(static).all()  # poisoned: a read of the released buffer shows
         assert pool() is not None and fast_path.stats()["graph_evictions"] == 1
         (second,) = cuda_graphs._LIVE.values()
-        assert second.pool is pool()  # the loop's variants share its pool
+        assert second.pool is pool() and second.arena is arena()  # the loop's variants share both
+        assert fast_path.stats()["graph_bytes"] == held
         del second
         cuda_graphs.reset()
-        assert pool() is None
+        assert torch.isnan(static).all()  # poisoned: a read of the released arena shows
+        assert pool() is None and arena() is None
     finally:
         gc.enable()
 
 
-def test_variants_of_a_loop_share_a_pool_and_bytes_are_budgeted(graphs, monkeypatch):
-    """Two shapes of one layer hold one pool (the larger capture's bytes, not the sum); two layers
-    hold two.  ``graph_bytes`` is what the live variants hold, and a byte budget evicts the least
-    recently used variants until they fit."""
+def test_variants_of_a_loop_share_a_pool_and_an_arena_and_bytes_are_budgeted(graphs, monkeypatch):
+    """Two shapes of one layer hold one pool and one arena: what the larger shape alone holds, not the
+    sum; a smaller arena is replaced by the larger shape's, and the variants laid out in it go with it.
+    Two layers hold two.  ``graph_bytes`` is what the live variants hold, and a byte budget evicts the
+    least recently used variants until they fit."""
     torch.manual_seed(0)
     a, b = MultiChannelRNNLayer(4, 6, 2, cell="gru"), MultiChannelRNNLayer(4, 6, 2, cell="gru")
-    alone = {}
+    alone, arenas = {}, {}
     for T in (5, 30):
         cuda_graphs.reset()
         train_call(a, T)
         alone[T] = fast_path.stats()["graph_bytes"]
+        arenas[T] = next(iter(cuda_graphs._LIVE.values())).arena.bytes
+    cuda_graphs.reset()
+    train_call(a, 30)
+    train_call(a, 5)
+    both = fast_path.stats()["graph_bytes"]
+    assert 0 < alone[5] < alone[30] and both < alone[5] + alone[30] and arenas[5] < arenas[30], (alone, both, arenas)
+    live = list(cuda_graphs._LIVE.values())
+    assert len(live) == 2 and live[0].pool is live[1].pool and live[0].arena is live[1].arena
+    assert both == live[0].pool.bytes + live[0].arena.bytes and live[0].arena.bytes == arenas[30]
     cuda_graphs.reset()
     train_call(a, 5)
-    train_call(a, 30)
-    both = fast_path.stats()["graph_bytes"]
-    assert 0 < max(alone.values()) < both < sum(alone.values()), (alone, both)
-    live = list(cuda_graphs._LIVE.values())
-    assert live[0].pool is live[1].pool
-    assert both == live[0].pool.bytes + live[0].own_bytes + live[1].own_bytes
+    train_call(a, 30)  # outgrows the arena: the variant of T 5 is discarded, its arena freed
+    st = fast_path.stats()
+    (only,) = cuda_graphs._LIVE.values()
+    assert st["graphs_live"] == 1 and only.arena.bytes == arenas[30], st
+    assert st["graph_bytes"] == only.pool.bytes + arenas[30]
+    train_call(a, 5)
+    assert fast_path.stats()["graphs_live"] == 2 and fast_path.stats()["graph_bytes"] == st["graph_bytes"]
     train_call(b, 5)
     three = fast_path.stats()
     assert three["graphs_live"] == 3 and three["graph_bytes"] > both and three["graph_evictions"] == 0

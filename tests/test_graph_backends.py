@@ -78,10 +78,41 @@ def test_a_replay_that_reads_a_tensor_it_does_not_own_fails(graphs, kind):
 
 
 def test_released_buffers_are_poisoned():
-    """Floating buffers become NaN, integer ones the sentinel; boolean ones cannot be poisoned."""
+    """Floating buffers become NaN, integer ones the sentinel; boolean ones cannot be poisoned; a
+    byte buffer (an arena) all ones, NaN in every floating view of it."""
     f, i, b = torch.randn(3), torch.arange(4), torch.ones(2, dtype=torch.bool)
-    graph_backends.ReplayBackend().release([f, i, b])
+    arena = torch.zeros(16, dtype=torch.uint8)
+    graph_backends.ReplayBackend().release([f, i, b, arena])
     assert torch.isnan(f).all() and (i == graph_backends.INT_POISON).all() and b.all()
+    assert (arena == 255).all() and torch.isnan(arena.view(torch.float32)).all()
+    assert torch.isnan(arena.view(torch.float16)).all() and torch.isnan(arena.view(torch.bfloat16)).all()
+
+
+def test_a_stale_read_of_a_reused_arena_fails(graphs):
+    """The variants of a loop share one arena.  When a smaller variant takes it over, the slots of
+    the larger one that it does not write are poisoned (a stale read outside a graph shows NaN), and
+    a replay that reads the larger variant's slot (kept as a memo) fails the stand-in, although the
+    tensor lies in the arena its own slots are in: a replay owns the bytes of its slots, not the
+    whole shared buffer."""
+    layer = set_impl(ReadsLayer("memo"), "graphs")
+    layer.memo = layer.scale
+    with torch.no_grad():
+        layer(torch.randn(9, 2, 3))  # padded to 16 x 4: the arena fits every smaller variant
+        (large,) = cuda_graphs._LIVE.values()
+        stale = large.static_out[-1][0]  # the final state's slot, beyond the smaller variant's slots
+        assert torch.isfinite(stale).all()
+        small = torch.randn(5, 2, 3)
+        got = layer(small)  # padded to 8 x 4: a new variant in the same arena
+        assert torch.isnan(stale).all() and len(cuda_graphs._LIVE) == 2
+        (_, other) = cuda_graphs._LIVE.values()
+        assert other.arena is large.arena and stale.untyped_storage().data_ptr() == other.arena.buf.data_ptr()
+        set_impl(layer, "eager")
+        assert torch.equal(got, layer(small))
+        layer.memo = stale
+        set_impl(layer, "graphs")
+        with pytest.raises(cuda_graphs.GraphFallbackError, match=r"ReadsLayer\._step \[4x3, 8x4x3, 8x4; no grad\] "
+                           r"failed to replay \(OwnershipError: .* read a tensor it does not own \(mul of a \(3,\)"):
+            layer(small)
 
 
 class FakeGraph:

@@ -17,13 +17,14 @@ compiler is involved) and replays it with one launch per call:
 * **Memory.**  All variants of one loop (module, loop name) share one memory pool.  The backward is
   captured as ``torch.cuda.make_graphed_callables`` does: without ``retain_graph``, so the forward's
   saved activations go back into the pool after the capture and only the static inputs, outputs and
-  gradients stay held; the next variant's capture reuses that memory.  The pool therefore holds
-  about the eager peak of the loop's largest shape, not the sum over its shapes.  A training replay
-  leaves its activations in the pool until its backward replays: until then every call of the loop
-  (another variant, or the same one again) runs eagerly.
-* **Inputs and outputs.**  A replay copies the call's tensors into the graph's static inputs
-  (skipped when they already are those tensors) and returns copies of the static outputs (the next
-  replay overwrites them).  Module parameters and buffers are read in place (an optimizer's in-place
+  gradients stay held, in the loop's arena (:class:`~.graph_variants.Arena`: one buffer sized for
+  its largest variant, shared by all its variants); the next variant's capture reuses the pool's
+  memory.  Pool and arena therefore hold about the eager peak of the loop's largest shape, not the
+  sum over its shapes.  A training replay leaves its activations in the pool and its inputs in the
+  arena until its backward replays: until then every call of the loop (another variant, or the
+  same one again) runs eagerly.
+* **Inputs and outputs.**  A replay copies the call's tensors into the graph's static inputs and
+  returns copies of the static outputs (the next replay of the loop overwrites them).  Module parameters and buffers are read in place (an optimizer's in-place
   update is seen); one whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
   capture again.  Code inside a loop reads nothing else that lives across calls (a cached tensor
   may be freed or replaced while a graph still reads its address): under :func:`is_capturing` it
@@ -39,8 +40,8 @@ compiler is involved) and replays it with one launch per call:
   ``thread_local`` capture mode (fairseq's loader thread may allocate meanwhile) and leave the
   pinned-memory cache alone (:mod:`.graph_backends`).  On CPU, :class:`ReplayBackend` stands in for
   CUDA graphs in the tests: it fails on any host synchronisation, on a replay that reads a tensor the
-  graph does not own, and on a backward whose pool another variant overwrote, and poisons the
-  buffers of released variants.
+  graph does not own (of a shared arena, only its own slots), and on a backward whose pool another
+  variant overwrote, and poisons an arena released or taken over by another variant.
 """
 import collections
 import contextlib
@@ -237,9 +238,9 @@ _STATS = dict(_ZERO)
 
 
 def graph_bytes() -> int:
-    """Bytes held by the live variants: their pools (each once) and their static buffers outside."""
-    pools = {id(v.pool): v.pool.bytes for v in _LIVE.values()}
-    return sum(pools.values()) + sum(v.own_bytes for v in _LIVE.values())
+    """Bytes held by the live variants: their pools and the arenas of their static tensors, each once."""
+    held = {id(x): x.bytes for v in _LIVE.values() for x in (v.pool, v.arena)}
+    return sum(held.values())
 
 
 def stats() -> Dict[str, Any]:
@@ -249,7 +250,7 @@ def stats() -> Dict[str, Any]:
 
 def reset():
     while _LIVE:
-        _release(_LIVE.popitem()[1])
+        _LIVE.popitem()[1].release()
     _POOLS.clear()
     _FAILED.clear()
     _SEEN.clear()
@@ -283,12 +284,6 @@ def _fail(owner: nn.Module, sig: tuple, label: str, why: str, strict: bool, caus
                   stacklevel=4)
 
 
-def _release(v: Variant):
-    """A variant leaves: its static buffers are released (the stand-in poisons them)."""
-    v.backend.release([t for t in v.static_in + v.static_out + v.static_grad_out + v.static_grads
-                       if isinstance(t, Tensor)])
-
-
 def _evict(device: torch.device):
     """Releases least recently used variants (never one whose backward is pending, never the newest)
     while more than :data:`MAX_LIVE_GRAPHS` live or their bytes exceed the budget."""
@@ -298,7 +293,7 @@ def _evict(device: torch.device):
         key = next((k for k, v in _LIVE.items() if k != newest and not (v.pending and v.pending())), None)
         if key is None:
             break
-        _release(_LIVE.pop(key))
+        _LIVE.pop(key).release()
         _STATS["graph_evictions"] += 1
 
 
@@ -353,7 +348,7 @@ def _check_backward(v: Variant, grads, got):
 def _discard(v: Variant):
     for key, live in list(_LIVE.items()):
         if live is v:
-            _release(_LIVE.pop(key))
+            _LIVE.pop(key).release()
 
 
 def _signature(args) -> tuple:
@@ -402,6 +397,8 @@ def call(owner: nn.Module, fn: Callable, args: tuple, name: str, strict: bool = 
         except Exception as e:  # noqa: BLE001  (any capture failure: the eager loop is always there)
             _fail(owner, sig, label, f"could not be captured ({_first_line(e)})", strict, e)
             return None
+        for stale in [v for v in _LIVE.values() if v.pool is pool and v.arena is not pool.arena]:
+            _discard(stale)  # laid out in the arena this capture outgrew: freed with it
         _LIVE[key] = variant
         _SEEN[name].add(key)
         _STATS["graphs_captured"] += 1

@@ -14,13 +14,14 @@ that fails where a real graph fails.
   - *the shared pool*: the variants of one loop share a pool, so the forward replay of one variant
     overwrites the saved activations of another; a backward replayed after another variant of its
     pool replayed its forward fails (:class:`PoolError`);
-  - *ownership*: during a replay every tensor an operation reads must be a static input of the
-    graph, a parameter or buffer of its module, or made during this replay (for a backward: during
-    its own forward's replay); anything else (a tensor kept by a cache or a memo, whose memory the
+  - *ownership*: during a replay every tensor an operation reads must lie in the graph's own slots
+    of its loop's arena (its bytes, not the whole buffer the loop's variants share), in a parameter
+    or buffer of its module, or be made during this replay (for a backward: during its own
+    forward's replay); anything else (a tensor kept by a cache or a memo, whose memory the
     cache may free) fails with a message naming the operation, the tensor and the code that read it
     (:class:`OwnershipError`);
-  - *released buffers*: the static buffers of an evicted variant are poisoned (NaN, or a sentinel
-    for integers), so a later read shows.
+  - *released buffers*: an arena released by its last holder, or taken over by another variant of
+    its loop, is poisoned (all bytes ones: NaN in every floating view), so a stale read shows.
 """
 import sys
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -77,6 +78,33 @@ def _storage(t: Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
+def _extent(t: Tensor) -> Tuple[int, int]:
+    """The bytes ``[lo, hi)`` of its storage that a (non-empty) tensor reads."""
+    lo = t.storage_offset() * t.element_size()
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
+    return lo, lo + span * t.element_size()
+
+
+class Owned:
+    """What a replay may read: whole storages (``whole``: parameters, buffers, what the replay made)
+    and byte ranges of shared ones (``slots``: a variant's views into its loop's arena, which the
+    other variants' slots share)."""
+
+    def __init__(self, slots: Sequence[Tensor] = (), whole: Sequence[Tensor] = ()):
+        self.whole = {_storage(t) for t in whole if t.numel() > 0}
+        self.ranges: dict = {}
+        for t in slots:
+            if t.numel() > 0:
+                self.ranges.setdefault(_storage(t), []).append(_extent(t))
+
+    def covers(self, t: Tensor, made: set) -> bool:
+        p = _storage(t)
+        if p in self.whole or p in made:
+            return True
+        lo, hi = _extent(t)
+        return any(a <= lo and hi <= b for a, b in self.ranges.get(p, ()))
+
+
 _OWN_FILES = ("graph_backends.py", "graph_variants.py", "cuda_graphs.py")
 
 
@@ -94,13 +122,14 @@ def _caller() -> str:
 
 class Recorder(NoHostSync):
     """:class:`NoHostSync` that also records the storages and bytes every operation makes, and with
-    ``owned`` (storages) fails on an operation that reads a tensor neither owned nor made here."""
+    ``owned`` (:class:`Owned`) fails on an operation that reads a tensor neither owned nor made here
+    (``made``: storages made by this replay, or for a backward by its forward's replay)."""
 
     LIFTS = (_aten.lift_fresh, _aten.lift_fresh_copy)  # a literal ``torch.tensor(...)``: made here
 
-    def __init__(self, name: str, owned: Optional[set] = None):
+    def __init__(self, name: str, owned: Optional[Owned] = None, made: Optional[set] = None):
         super().__init__()
-        self.name, self.owned, self.made, self.bytes = name, owned, set(), 0
+        self.name, self.owned, self.made, self.bytes = name, owned, set(made or ()), 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -108,8 +137,7 @@ class Recorder(NoHostSync):
         ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, Tensor) and a.numel() > 0]
         if self.owned is not None and func.overloadpacket not in self.LIFTS:
             for t in ins:
-                p = _storage(t)
-                if p not in self.owned and p not in self.made:
+                if not self.owned.covers(t, self.made):
                     raise OwnershipError(
                         f"the replay of {self.name} read a tensor it does not own ({func.overloadpacket.__name__} "
                         f"of a {tuple(t.shape)} {t.dtype} tensor made outside the graph, read at {_caller()}): "
@@ -140,14 +168,16 @@ class CudaBackend:
         return torch.cuda.graph_pool_handle()
 
     def warmup(self, fn: Callable):
-        """Runs before a capture, on a side stream (as ``torch.cuda.make_graphed_callables`` does)."""
+        """Runs ``fn`` before a capture, on a side stream (as ``torch.cuda.make_graphed_callables``
+        does); returns what it returned."""
         torch.cuda.synchronize()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            fn()
+            out = fn()
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
+        return out
 
     def capture(self, fn: Callable, pool, name: str, forward=None, outputs=None) -> Tuple[Any, Any, int]:
         """``torch.cuda.graph``'s capture without its cache clearing: synchronise, capture ``fn()``
@@ -212,7 +242,7 @@ class ReplayBackend:
         return StandInPool()
 
     def warmup(self, fn: Callable):
-        fn()
+        return fn()
 
     def capture(self, fn: Callable, pool: StandInPool, name: str, forward: Optional[StandInGraph] = None,
                 outputs=None) -> Tuple[Any, Any, int]:
@@ -223,20 +253,23 @@ class ReplayBackend:
             out = fn() if forward is None else fn(outputs)
         return StandInGraph(fn, torch.is_grad_enabled(), pool, forward), out, rec.bytes
 
-    def replay(self, graph: StandInGraph, static: List[Tensor], owned: Sequence[Tensor], name: str):
+    def replay(self, graph: StandInGraph, static: List[Tensor], owned: Tuple[Sequence[Tensor], Sequence[Tensor]],
+               name: str):
+        """Runs the graph's code again into ``static``; ``owned``: (arena slots, whole tensors) it may
+        read besides what it makes."""
         pool = graph.pool
-        owned_ptrs = {_storage(t) for t in owned if t.numel() > 0}
+        owned = Owned(*owned)
         if graph.forward is not None:
             if pool.saved is None or pool.saved[0] != id(graph.forward):
                 raise PoolError(f"the backward graph of {name} replayed after another graph of its memory pool "
                                 "replayed its forward (its saved activations are overwritten)")
             _, outs, made = pool.saved
             pool.saved = None
-            rec = Recorder(name, owned_ptrs | made)
+            rec = Recorder(name, owned, made)
             with torch.set_grad_enabled(graph.grad), rec:
                 fresh = graph.fn(outs)
         else:
-            rec = Recorder(name, owned_ptrs)
+            rec = Recorder(name, owned)
             with torch.set_grad_enabled(graph.grad), rec:
                 fresh = graph.fn()
             pool.saved = (id(graph), tree_flatten(fresh)[0], rec.made) if graph.grad else None
@@ -248,15 +281,18 @@ class ReplayBackend:
                 self.corrupt(static)
 
     def release(self, tensors: Sequence[Tensor]):
-        """Poisons released static buffers: NaN, or :data:`INT_POISON` (bool buffers stay)."""
+        """Poisons released static buffers: NaN, or :data:`INT_POISON` (bool buffers stay); a byte
+        buffer (an arena) all ones, which every floating view of it reads as NaN."""
         with torch.no_grad():
             for t in tensors:
                 if isinstance(t, Tensor) and t.numel() > 0:
-                    if t.is_floating_point() or t.is_complex():
+                    if t.dtype == torch.uint8:
+                        t.detach().fill_(255)
+                    elif t.is_floating_point() or t.is_complex():
                         t.detach().fill_(float("nan"))
                     elif t.dtype != torch.bool:
                         t.detach().fill_(INT_POISON)
 
 
-__all__ = ["HostSyncError", "OwnershipError", "PoolError", "NoHostSync", "Recorder", "CudaBackend",
+__all__ = ["HostSyncError", "OwnershipError", "PoolError", "NoHostSync", "Recorder", "Owned", "CudaBackend",
            "ReplayBackend", "StandInPool", "INT_POISON"]
