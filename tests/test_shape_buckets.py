@@ -174,6 +174,28 @@ def test_capture_ahead_captures_every_training_shape_and_changes_no_loss(transla
     assert "capture ahead: " in caplog.text and "shape plan: K=" in caplog.text
 
 
+def test_capture_ahead_captures_again_what_an_outgrown_arena_dropped(translation_data, monkeypatch):
+    """In either order of the training shapes, every training variant is live after the capture
+    ahead and training captures nothing new; in one order a later shape outgrows a loop's arena
+    (its earlier variants are dropped), and the second pass captures them again."""
+    data, lang_args = translation_data
+    outgrown = []
+    planned = shape_plan_batching._training_samples
+    for order in (1, -1):
+        fast_path.reset()
+        monkeypatch.setattr(shape_plan_batching, "_training_samples", lambda itr, o=order: planned(itr)[::o])
+        with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()):
+            trainer, _ = _trainer(data, lang_args, "cuda-graphs", monkeypatch)
+            trainer.get_train_iterator(epoch=1)
+            ahead = fast_path.stats()
+            _losses(trainer)
+            after = fast_path.stats()
+        assert ahead["graphs_live"] == ahead["graphs_captured"] - ahead["arenas_outgrown"] == 6, ahead
+        assert after["graphs_captured"] == ahead["graphs_captured"] and after["graphs_live"] == 6, after
+        outgrown.append(ahead["arenas_outgrown"])
+    assert min(outgrown) == 0 < max(outgrown), outgrown
+
+
 def test_a_lattice_model_names_its_level_grid_bound_with_the_plan(tmp_path, caplog):
     """With graphs on, the plan's start-up line is followed by the lattice encoder's bound on its
     level grids (``lattice_gru.describe_grids``); a model without lattices logs the plan alone."""

@@ -233,7 +233,8 @@ _LIVE: "collections.OrderedDict[tuple, Variant]" = collections.OrderedDict()
 _POOLS: "weakref.WeakValueDictionary[tuple, Pool]" = weakref.WeakValueDictionary()
 _FAILED: "weakref.WeakKeyDictionary[nn.Module, Dict[tuple, str]]" = weakref.WeakKeyDictionary()
 _SEEN: Dict[str, set] = collections.defaultdict(set)
-_ZERO = {"graphs_captured": 0, "capture_s": 0.0, "graph_fallbacks": 0, "graphs_verified": 0, "graph_evictions": 0}
+_ZERO = {"graphs_captured": 0, "capture_s": 0.0, "graph_fallbacks": 0, "graphs_verified": 0, "graph_evictions": 0,
+         "arenas_outgrown": 0}
 _STATS = dict(_ZERO)
 
 
@@ -399,6 +400,7 @@ def call(owner: nn.Module, fn: Callable, args: tuple, name: str, strict: bool = 
             return None
         for stale in [v for v in _LIVE.values() if v.pool is pool and v.arena is not pool.arena]:
             _discard(stale)  # laid out in the arena this capture outgrew: freed with it
+            _STATS["arenas_outgrown"] += 1
         _LIVE[key] = variant
         _SEEN[name].add(key)
         _STATS["graphs_captured"] += 1

@@ -21,7 +21,8 @@ mid-run.  :func:`install` wraps
 * ``Trainer.get_train_iterator`` (fairseq-train builds the first epoch's iterator before its data
   loader's worker and pinning threads start): :func:`capture_ahead` runs forward and backward of one
   batch of each training shape, so every training variant is captured before those threads exist
-  (CUDA's capture must not race another thread's allocations), then restores the gradients, the
+  (CUDA's capture must not race another thread's allocations; a second pass captures again the
+  variants dropped when a later capture outgrew their loop's arena), then restores the gradients, the
   buffers and the random state, so training goes on exactly as without it.  Its seconds are logged
   and kept in ``fast_path.stats()["capture_ahead_s"]``.
 
@@ -136,14 +137,20 @@ def capture_ahead(trainer, samples) -> float:
     criterion.train()
     sync = model.no_sync if hasattr(model, "no_sync") else None
     try:
-        for sample in samples:
-            sample, _ = trainer._prepare_sample(sample)
-            for p, _ in grads:
-                p.grad = None
-            with sync() if sync is not None else contextlib.nullcontext():
-                with torch.autocast(device.type, enabled=amp):
-                    loss = criterion(model, sample)[0]
-                loss.backward()
+        # a second pass when a capture outgrew its loop's arena (the variants laid out in the smaller
+        # one were dropped): the arenas have their final sizes then, so it captures those again
+        for _ in range(2):
+            outgrown = cuda_graphs.stats()["arenas_outgrown"]
+            for sample in samples:
+                sample, _ = trainer._prepare_sample(sample)
+                for p, _ in grads:
+                    p.grad = None
+                with sync() if sync is not None else contextlib.nullcontext():
+                    with torch.autocast(device.type, enabled=amp):
+                        loss = criterion(model, sample)[0]
+                    loss.backward()
+            if cuda_graphs.stats()["arenas_outgrown"] == outgrown:
+                break
     finally:
         with torch.no_grad():
             for p, g in grads:
