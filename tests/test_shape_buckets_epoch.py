@@ -8,7 +8,8 @@ and seed, reproduced by :func:`iwslt_like_lengths`: 160k pairs, target - 1 ~ log
 archs: their layers, channels and cells; widths shrunk, which no padded time or batch axis depends
 on) with ``cuda_graphs.call`` recording the variant each captured module would capture: the padding
 is the real code (``captured_scan``, the decoders' source padding, genCNN's and DPN-S2S's whole-model
-padding).  Checked: at most K training variants per captured module, and epoch 2 none new.
+padding).  Checked: at most K training variants per captured module, and epoch 2 none new; the
+lattice encoder's level grids of training, validation and beam search all declared by the plan.
 """
 from collections import defaultdict
 
@@ -341,3 +342,25 @@ def test_lattice_level_grids_of_an_iwslt_like_epoch_are_declared_and_bounded(cor
     assert seen == {"forward": want_f, "backward": want_b}, (seen, want_f, want_b)
     print(f"lattice grids over an IWSLT-like epoch: {len(forward)} forward, {len(backward)} backward, "
           f"declared {len(declared)} <= K*{len(lattice_gru.EDGE_FACTORS)} = {bound}")
+
+
+def test_lattice_level_grids_of_validation_and_beam_search_are_declared_and_bounded(corpus):
+    """Validation (IWSLT14's size, its own lattices) batches with the training run's plan: every
+    level grid, forward and backward, is one the plan declared, and its epoch 2 meets none that its
+    epoch 1 did not.  fairseq-generate declares a plan of its own from the test set: beam search
+    runs the lattice encoder once per batch (the beams expand its output), so its grids are the
+    batches' grids, again declared by that plan and at most K * len(EDGE_FACTORS) per direction."""
+    _, _, plan = corpus
+    for seed, n, how in ((1, 7_283, "valid"), (2, 6_750, "generate")):
+        src, tgt = iwslt_like_lengths(n, seed)
+        n_chars = src - 1
+        lattices = (n_chars, *lattice_corpus(n_chars, seed))
+        run_plan = plan if how == "valid" else make_plan(MAX_TOKENS, np.maximum(src, tgt), multiple=8)
+        declared = set(lattice_gru.declared_grids(run_plan))
+        assert len(declared) <= len(run_plan.shapes) * len(lattice_gru.EDGE_FACTORS)
+        grids = epoch_grids(epoch_batches(src, tgt, run_plan, 1), run_plan, lattices)
+        seen = {g for pair in grids for g in pair}
+        assert seen <= declared, (how, sorted(seen - declared))
+        assert len(seen) > 1, how  # the batches meet several grids, all of them declared
+        again = {g for pair in epoch_grids(epoch_batches(src, tgt, run_plan, 2), run_plan, lattices) for g in pair}
+        assert again <= seen, (how, sorted(again - seen))
