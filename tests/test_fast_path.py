@@ -151,6 +151,31 @@ def test_lattice_fast_paths_equal_eager(variant, composition, impl, request, mon
         assert fast_path.stats()["graph_fallbacks"] == 0
 
 
+def test_capture_grids_captures_every_declared_grid_and_a_batch_then_captures_nothing(graphs, monkeypatch):
+    """``capture_grids`` (the capture ahead's for the level loop) captures one training variant per
+    grid the plan declares, largest first (one arena, never outgrown); a batch under the plan then
+    replays one of them (nothing new captured) and equals the eager level loop."""
+    torch.manual_seed(0)
+    layer = set_impl(LatticeGRU(4, 5, "dwl", "gating", init_scale=0.5), "graphs")
+    n = layer.capture_grids(PLAN, torch.zeros(1))
+    st = fast_path.stats()
+    assert n == len(declared_grids(PLAN)) == st["graphs_captured"] == st["graphs_live"] == 12, st
+    assert st["arenas_outgrown"] == 0 and st["graph_fallbacks"] == 0, st
+    monkeypatch.setattr(cuda_graphs, "_PLAN", [PLAN])
+    sched, B, P = random_lattices(3, (7, 3, 5))
+    x = torch.randn(sched.edge_words.numel(), 4)
+    outs = {}
+    for name in ("graphs", "eager"):
+        set_impl(layer, name)
+        layer.zero_grad(set_to_none=True)
+        out, _ = layer(x.clone().requires_grad_(True), sched, B, P)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        outs[name] = (out.detach(), {k: p.grad.clone() for k, p in layer.named_parameters()})
+    assert fast_path.stats()["graphs_captured"] == 12
+    assert_close(outs["eager"][0], outs["graphs"][0], "states")
+    assert_grads_close(outs["eager"][1], outs["graphs"][1], "capture_grids then a batch")
+
+
 def test_lattice_level_grid():
     """Batches of any depth and width map to a few grids: the levels padded to a time bucket (on the
     captured path), the width to a batch bucket of the widest level; every real edge slot reads a

@@ -2,10 +2,12 @@
 to its shapes (``cuda_graphs.padded_shape``) and the patch that batches with it and captures ahead
 (fairseq_local/patches/shape_plan_batching.py)."""
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 from fairseq.trainer import Trainer
 
@@ -17,7 +19,7 @@ from fairseq_local.data.shape_buckets import (
     make_plan,
     plan_batches,
 )
-from fairseq_local.modules import cuda_graphs, fast_path
+from fairseq_local.modules import cuda_graphs, fast_path, lattice_gru
 from fairseq_local.patches import shape_plan_batching
 from contract_lib import make_translation_data
 from fast_path_lib import TINY_S2S, _single_thread, build, dictionary_dir  # noqa: F401  (a fixture)
@@ -194,6 +196,29 @@ def test_capture_ahead_captures_again_what_an_outgrown_arena_dropped(translation
         assert after["graphs_captured"] == ahead["graphs_captured"] and after["graphs_live"] == 6, after
         outgrown.append(ahead["arenas_outgrown"])
     assert min(outgrown) == 0 < max(outgrown), outgrown
+
+
+def test_capture_ahead_captures_every_declared_lattice_grid_and_keeps_them_live(monkeypatch):
+    """A model with a bidirectional lattice encoder: the capture ahead captures every level grid the
+    plan declares, in both directions, whatever grids its sampled batches meet (none here); all of
+    them stay live past the count cap, and the gradients are left as they were."""
+    monkeypatch.setattr(cuda_graphs, "MAX_LIVE_GRAPHS", 4)
+    plan = ShapePlan(((8, 2), (16, 1)))
+    model = lattice_gru.BiLatticeGRU(4, 5)
+    fast_path.set_rnn_impl(model, "cuda-graphs")
+    trainer = SimpleNamespace(model=model, criterion=nn.Identity(), cfg=SimpleNamespace(common=SimpleNamespace()))
+    fast_path.reset()
+    cuda_graphs.set_shape_plan(plan)
+    try:
+        with cuda_graphs.use_backend("cpu", cuda_graphs.ReplayBackend()), cuda_graphs.strict_mode():
+            shape_plan_batching.capture_ahead(trainer, [])
+            st = fast_path.stats()
+            declared = len(lattice_gru.declared_grids(plan))
+            assert st["graphs_captured"] == st["graphs_live"] == 2 * declared == 24, st
+            assert st["variants"] == {"LatticeGRU._level_step": 24} and st["graph_fallbacks"] == 0, st
+            assert cuda_graphs._KEEP[0] == 24 and all(p.grad is None for p in model.parameters())
+    finally:
+        cuda_graphs.set_shape_plan(None)
 
 
 def test_a_lattice_model_names_its_level_grid_bound_with_the_plan(tmp_path, caplog):

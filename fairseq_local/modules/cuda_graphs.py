@@ -58,14 +58,8 @@ from torch.autograd.function import once_differentiable
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from fairseq_local.modules.graph_variants import Pool, Variant, capturing, is_capturing, mismatch
-from fairseq_local.modules.graph_backends import (
-    CudaBackend,
-    HostSyncError,
-    NoHostSync,
-    OwnershipError,
-    PoolError,
-    ReplayBackend,
-)
+from fairseq_local.modules.graph_backends import (CudaBackend, HostSyncError, NoHostSync, OwnershipError, PoolError,
+                                                  ReplayBackend)
 
 TIME_BUCKETS = (1, 8, 16, 32, 64)
 BATCH_BUCKET_MANTISSAS = (4, 6)
@@ -74,9 +68,7 @@ MAX_GRAPH_BYTES: Optional[int] = None  # bytes the live variants may hold (None:
 GRAPH_MEMORY_FRACTION = 0.5  # of the device's memory
 
 
-# ------------------------------------------------------------------------------------------------
-# buckets
-# ------------------------------------------------------------------------------------------------
+# --- buckets ---
 def length_bucket(length: int) -> int:
     """The padded length of a time axis: the smallest of :data:`TIME_BUCKETS` that holds it, or a
     multiple of the largest."""
@@ -163,9 +155,7 @@ class Layout(NamedTuple):
     lengths: Optional[Sequence[Sequence[int]]] = None  # default: none
 
 
-# ------------------------------------------------------------------------------------------------
-# capture state, strict mode, backends
-# ------------------------------------------------------------------------------------------------
+# --- capture state, strict mode, backends ---
 _STRICT = {"on": False}
 
 
@@ -226,9 +216,7 @@ def use_backend(device_type: str, impl):
         reset()
 
 
-# ------------------------------------------------------------------------------------------------
-# pools and variants
-# ------------------------------------------------------------------------------------------------
+# --- pools and variants ---
 _LIVE: "collections.OrderedDict[tuple, Variant]" = collections.OrderedDict()
 _POOLS: "weakref.WeakValueDictionary[tuple, Pool]" = weakref.WeakValueDictionary()
 _FAILED: "weakref.WeakKeyDictionary[nn.Module, Dict[tuple, str]]" = weakref.WeakKeyDictionary()
@@ -256,6 +244,7 @@ def reset():
     _FAILED.clear()
     _SEEN.clear()
     _STATS.update(_ZERO)
+    _KEEP[0] = 0
 
 
 def byte_budget(device: torch.device) -> Optional[int]:
@@ -285,11 +274,20 @@ def _fail(owner: nn.Module, sig: tuple, label: str, why: str, strict: bool, caus
                   stacklevel=4)
 
 
+_KEEP = [0]  # variants a capture ahead declared: the count cap is at least this
+
+
+def keep_live(n: int):
+    """Count cap at least ``n`` variants (those a capture ahead declared); the byte budget still applies."""
+    _KEEP[0] = n
+
+
 def _evict(device: torch.device):
     """Releases least recently used variants (never one whose backward is pending, never the newest)
-    while more than :data:`MAX_LIVE_GRAPHS` live or their bytes exceed the budget."""
-    budget = byte_budget(device)
-    while len(_LIVE) > 1 and (len(_LIVE) > MAX_LIVE_GRAPHS or (budget is not None and graph_bytes() > budget)):
+    while more than :data:`MAX_LIVE_GRAPHS` (or :func:`keep_live`'s count) live or their bytes exceed
+    the budget."""
+    budget, cap = byte_budget(device), max(MAX_LIVE_GRAPHS, _KEEP[0])
+    while len(_LIVE) > 1 and (len(_LIVE) > cap or (budget is not None and graph_bytes() > budget)):
         newest = next(reversed(_LIVE))
         key = next((k for k, v in _LIVE.items() if k != newest and not (v.pending and v.pending())), None)
         if key is None:
@@ -458,9 +456,7 @@ def _check_forward(v: Variant, fn, flat, spec, outs, rng, device, train, sig, st
     return None
 
 
-# ------------------------------------------------------------------------------------------------
-# the entry point of fast_path.scan
-# ------------------------------------------------------------------------------------------------
+# --- the entry point of fast_path.scan ---
 def captured_scan(owner: nn.Module, step: Callable, loop: Callable, carry: Sequence, seq: Sequence[Tensor],
                   valid: Optional[Tensor], consts: Sequence, layout: Layout, name: str):
     """``loop(step, owner, carry, seq, valid, consts)`` captured, on inputs padded to the time and
@@ -497,4 +493,4 @@ __all__ = ["TIME_BUCKETS", "MAX_LIVE_GRAPHS", "MAX_GRAPH_BYTES", "Layout", "leng
            "pad_rows", "is_capturing", "capturing", "NoHostSync", "HostSyncError", "OwnershipError", "PoolError",
            "GraphFallbackError", "CudaBackend", "ReplayBackend", "available", "use_backend", "captured_scan", "call",
            "stats", "reset", "graph_bytes", "byte_budget", "set_strict", "is_strict", "strict_mode",
-           "set_shape_plan", "shape_plan", "padded_shape"]
+           "set_shape_plan", "shape_plan", "padded_shape", "keep_live"]

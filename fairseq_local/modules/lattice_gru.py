@@ -318,6 +318,30 @@ class LatticeGRU(FastPathMixin, nn.Module):
                                       None, (), LEVEL_LAYOUT, how=how)
         return states.index_select(0, 1 + grid.node_slot)
 
+    def capture_grids(self, plan, like: Tensor) -> int:
+        """Forward and backward of the captured level loop at every grid ``plan`` declares
+        (:func:`declared_grids`), each on an all-padding grid (every edge slot reads the zero state
+        into the padded node slot), with the inputs a training batch gives it (edge projections that
+        need gradients, a state buffer that does not): the capture ahead of training
+        (``patches/shape_plan_batching.py``) captures every grid a batch may meet, not only its
+        samples'.  ``like``: a tensor of the run's device.  Returns the grids run (0 off graphs)."""
+        how = self.execution(like)
+        if not how.graphs:
+            return 0
+        # the largest grid first: the loop's arena gets its final size at the first capture
+        grids = sorted(declared_grids(plan), key=lambda g: -g[0] * g[1])
+        for levels, width in grids:  # a loop over the declared grids: one capture each
+            slots = levels * width
+            gi = F.linear(like.new_zeros(slots, self.input_size, dtype=self.weight_ih.dtype), self.weight_ih,
+                          self.bias_ih).view(levels, width, -1)
+            pre = torch.zeros(levels, width, dtype=torch.long, device=like.device)
+            write = torch.arange(1, slots + 1, device=like.device).view(levels, width)
+            states = gi.new_zeros(1 + slots, self.hidden_size)
+            _, (states,) = fast_path.scan(self, "_level_step", (states,), (gi, pre, torch.full_like(pre, width - 1), write),
+                                          None, (), LEVEL_LAYOUT, how=how)
+            states.sum().backward()
+        return len(grids)
+
     def forward(self, embed: Tensor, sched: Schedule, bsz: int, n_pos: int,
                 record_gates: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         """Args: ``embed`` E x I word vectors of the schedule's edges.  Returns the state buffer

@@ -20,11 +20,13 @@ mid-run.  :func:`install` wraps
   with the plan's batch sizes;
 * ``Trainer.get_train_iterator`` (fairseq-train builds the first epoch's iterator before its data
   loader's worker and pinning threads start): :func:`capture_ahead` runs forward and backward of one
-  batch of each training shape, so every training variant is captured before those threads exist
+  batch of each training shape, and of every level grid the plan declares for the lattice encoder's
+  loops (``LatticeGRU.capture_grids``), so every training variant is captured before those threads exist
   (CUDA's capture must not race another thread's allocations; a second pass captures again the
   variants dropped when a later capture outgrew their loop's arena), then restores the gradients, the
-  buffers and the random state, so training goes on exactly as without it.  Its seconds are logged
-  and kept in ``fast_path.stats()["capture_ahead_s"]``.
+  buffers and the random state, so training goes on exactly as without it.  The count cap of live
+  variants is at least what it captured (``cuda_graphs.keep_live``; the byte budget still holds).
+  Its seconds are logged and kept in ``fast_path.stats()["capture_ahead_s"]``.
 
 **Why.**  A bounded number of graphs per module (K training variants, whatever the corpus), no
 capture in the middle of an epoch, and epoch 2 captures nothing new.
@@ -32,6 +34,7 @@ capture in the middle of an epoch, and epoch 2 captures nothing new.
 import contextlib
 import functools
 import logging
+import sys
 import time
 
 import torch
@@ -136,7 +139,13 @@ def capture_ahead(trainer, samples) -> float:
     model.train()
     criterion.train()
     sync = model.no_sync if hasattr(model, "no_sync") else None
+    cuda_graphs.keep_live(sys.maxsize)  # no count cap while the declared shapes are captured
     try:
+        for m in model.modules():  # loops that pad to grids of their own: every declared grid
+            if hasattr(m, "capture_grids"):
+                with sync() if sync is not None else contextlib.nullcontext():
+                    with torch.autocast(device.type, enabled=amp):
+                        m.capture_grids(cuda_graphs.shape_plan(), next(model.parameters()))
         # a second pass when a capture outgrew its loop's arena (the variants laid out in the smaller
         # one were dropped): the arenas have their final sizes then, so it captures those again
         for _ in range(2):
@@ -152,6 +161,7 @@ def capture_ahead(trainer, samples) -> float:
             if cuda_graphs.stats()["arenas_outgrown"] == outgrown:
                 break
     finally:
+        cuda_graphs.keep_live(cuda_graphs.stats()["graphs_live"])
         with torch.no_grad():
             for p, g in grads:
                 p.grad = g
