@@ -2,6 +2,7 @@
 fairseq-eval-lm perplexity == the same number, ensembles keep one state per model; the state each
 training batch of the real parallel-cell LM starts from (the previous window's, detached; none after
 a dummy batch or with --no-carry-state).  The task in process: tests/test_stateful_language_modeling_task.py."""
+import logging
 import math
 
 import pytest
@@ -14,7 +15,8 @@ from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
-from fairseq_local.tasks.stateful_language_modeling import BPTTState, supports_bptt_state
+from fairseq_local.modules.fast_path import FastPathMixin
+from fairseq_local.tasks.stateful_language_modeling import GRAPHS_RUN_EAGERLY, BPTTState, supports_bptt_state
 
 from fairseq_local_repro.analysis import parallel_cells_ensemble as ensemble_cli
 
@@ -115,6 +117,20 @@ def _setup(data_dir, save_dir, extra=()):
     seed_all(1)
     model = task.build_model(cfg.model).double()
     return cfg, task, model, task.build_criterion(cfg.criterion)
+
+
+def test_cuda_graphs_run_eagerly_with_one_line(lm_data, tmp_path, caplog):
+    """The task batches its own windows, outside the shape plan: ``--rnn-impl cuda-graphs`` runs the
+    recurrent loops eagerly and says so in one line; another ``--rnn-impl`` is left as it is."""
+    for impl, want in (("cuda-graphs", "eager"), ("compiled", "compiled")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            _, _, model, _ = _setup(lm_data, tmp_path / impl, ["--rnn-impl", impl])
+        impls = {m.rnn_impl for m in model.modules() if isinstance(m, FastPathMixin)}
+        assert impls == {want}, (impl, impls)
+        said = [r.getMessage() for r in caplog.records if "--rnn-impl" in r.getMessage()]
+        assert said == ([GRAPHS_RUN_EAGERLY] if impl == "cuda-graphs" else []), said
+    assert "\n" not in GRAPHS_RUN_EAGERLY and "stateful_language_modeling" in GRAPHS_RUN_EAGERLY
 
 
 def _stream_nll(model, dataset, bsz=None):

@@ -62,11 +62,15 @@ from omegaconf import II, MISSING
 from fairseq_local.data.stateful_bptt_dataset import (StatefulBPTTDataset, concatenate_lines,
                                                       variable_bptt_lengths)
 from fairseq_local.errors import ConfigError
+from fairseq_local.modules.fast_path import FastPathMixin
 from fairseq_local.optim.nt_asgd import NTASGDDriver
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 20  # Zaremba et al. / the parallel-cells paper
+GRAPHS_RUN_EAGERLY = ("--rnn-impl cuda-graphs: --task stateful_language_modeling batches its own BPTT windows, "
+                      "which the shape plan (declared batch shapes, captured before training) does not cover; "
+                      "its recurrent loops run eagerly")
 
 
 def supports_bptt_state(model) -> bool:
@@ -219,6 +223,11 @@ class StatefulLanguageModelingTask(FairseqTask):
         model = super().build_model(cfg, from_checkpoint)
         if not supports_bptt_state(model):
             self._all_models_stateful = False
+        graphs = [m for m in model.modules() if isinstance(m, FastPathMixin) and m.rnn_impl == "cuda-graphs"]
+        if graphs:
+            logger.warning(GRAPHS_RUN_EAGERLY)
+            for m in graphs:
+                m.rnn_impl = "eager"
         return model
 
     def _attach_state(self, sample, stateful: bool, stream: Optional[str] = None):
