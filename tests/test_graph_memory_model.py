@@ -161,7 +161,8 @@ def test_byte_counts_of_mc_rnn_3_and_the_designs_beyond_twice_eager(counted):
     rows, (arena, per_variant, private, eager) = totals(counter.bytes)
     for key, (a, v, p, e) in rows.items():
         print(f"{key[1]}: arena design {a / 2**20:.0f} MiB, per-variant statics {v / 2**20:.0f} MiB, "
-              f"private {p / 2**20:.0f} MiB, eager peak {e / 2**20:.0f} MiB: ratios {a / e:.2f} {v / e:.2f} {p / e:.2f}")
+              f"private {p / 2**20:.0f} MiB, eager peak {e / 2**20:.0f} MiB: "
+              f"ratios {a / e:.2f} {v / e:.2f} {p / e:.2f}")
         assert a < v < p, key
         if not key[1].endswith("_feed_step"):  # an encoder layer
             assert v > 2 * e, key

@@ -11,7 +11,8 @@ compiler is involved) and replays it with one launch per call:
   :func:`batch_bucket`; padded positions are invalid, which the layer contract makes exact).  Each
   (module, loop, padded shapes, dtypes, grad mode, train/eval, autocast) is one *variant*: a forward
   graph, and in training a backward graph that computes the gradients of the loop's inputs and of
-  the module's parameters.  At most :data:`MAX_LIVE_GRAPHS` variants, holding at most the byte budget
+  the module's parameters.  At most :data:`MAX_LIVE_GRAPHS` variants (or what a capture ahead
+  captured, :func:`keep_live`), holding at most the byte budget
   (:func:`byte_budget`), stay alive; the least recently used is released at once (a variant holds
   no reference cycle, so it needs no garbage collection).
 * **Memory.**  All variants of one loop (module, loop name) share one memory pool.  The backward is
@@ -24,8 +25,8 @@ compiler is involved) and replays it with one launch per call:
   arena until its backward replays: until then every call of the loop (another variant, or the
   same one again) runs eagerly.
 * **Inputs and outputs.**  A replay copies the call's tensors into the graph's static inputs and
-  returns copies of the static outputs (the next replay of the loop overwrites them).  Module parameters and buffers are read in place (an optimizer's in-place
-  update is seen); one whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
+  returns copies of the static outputs (the next replay of the loop overwrites them).  Module
+  parameters and buffers are read in place (an optimizer's in-place update is seen); one whose storage was replaced (``model.to``, ``p.data = ...``) makes the variant
   capture again.  Code inside a loop reads nothing else that lives across calls (a cached tensor
   may be freed or replaced while a graph still reads its address): under :func:`is_capturing` it
   computes such tensors.

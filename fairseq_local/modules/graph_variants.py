@@ -318,5 +318,6 @@ def warmup_fn(forward: Callable, diff_in: List[Tensor], train: bool) -> Callable
     return warmup
 
 
-__all__ = ["is_capturing", "capturing", "Arena", "Pool", "Variant", "slot_bytes", "forward_fn", "backward_fn", "warmup_fn", "mismatch",
+__all__ = ["is_capturing", "capturing", "Arena", "Pool", "Variant", "slot_bytes", "forward_fn", "backward_fn",
+           "warmup_fn", "mismatch",
            "tolerance"]

@@ -337,8 +337,8 @@ class LatticeGRU(FastPathMixin, nn.Module):
             pre = torch.zeros(levels, width, dtype=torch.long, device=like.device)
             write = torch.arange(1, slots + 1, device=like.device).view(levels, width)
             states = gi.new_zeros(1 + slots, self.hidden_size)
-            _, (states,) = fast_path.scan(self, "_level_step", (states,), (gi, pre, torch.full_like(pre, width - 1), write),
-                                          None, (), LEVEL_LAYOUT, how=how)
+            seq = (gi, pre, torch.full_like(pre, width - 1), write)
+            _, (states,) = fast_path.scan(self, "_level_step", (states,), seq, None, (), LEVEL_LAYOUT, how=how)
             states.sum().backward()
         return len(grids)
 
