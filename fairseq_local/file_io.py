@@ -262,7 +262,9 @@ def is_ours(folder: str, markers=()) -> bool:
 
 def check_ours(folder: str, what: str, markers=()):
     """An existing, non-empty ``folder`` that no tool of the plugin made (:func:`is_ours`) is
-    :class:`NotOursError`: a tool replaces only what it made earlier."""
+    :class:`NotOursError`: a tool replaces only what it made earlier; so is a ``folder`` that is a file."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotOursError(f"{what} {folder} is a file, not a folder: it is left as it is; choose a folder")
     if not os.path.isdir(folder) or not os.listdir(folder) or is_ours(folder, markers):
         return
     raise NotOursError(f"{what} {folder} is a folder that no fairseq-local tool made (no {OURS} in it): it is "

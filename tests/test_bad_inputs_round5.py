@@ -1,0 +1,64 @@
+"""A new user's first hour, round 5: the lattice binarizer's claim on its ``--destdir``, documented
+examples that print the page's figures, pointers to the options that exist, and the members of
+issue #71's classes that round 4 did not list (an output that is a file, ...).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fairseq_local import file_io
+from fairseq_local_repro.tools import preprocess_lattices
+from test_bad_inputs import ENV, SCRIPTS, _lattice_corpus, assert_one_line, call
+
+
+# ------------------------------------------------------------------------------------------------
+# 2/3. preprocess_lattices.py: one run at a time on --destdir, and only its own output replaced
+# ------------------------------------------------------------------------------------------------
+def test_preprocess_lattices_second_run_on_a_claimed_destdir_is_one_line(tmp_path):
+    argv = _lattice_corpus(tmp_path)
+    dest = tmp_path / "bin"
+    lock = file_io.claim(str(dest), "--destdir")  # another live run holds it
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPTS / "preprocess_lattices.py"), *argv],
+                              capture_output=True, text=True, env=ENV)
+    finally:
+        file_io.release(str(dest))
+    assert_one_line(proc.returncode, proc.stderr, f"preprocess_lattices.py: error: --destdir {dest} is in use by "
+                                                  f"another preprocess_lattices.py run (pid {os.getpid()}, lock file {lock})")
+    assert not dest.exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_preprocess_lattices_leaves_a_users_destdir_as_it_is(tmp_path, capsys, kind):
+    dest = tmp_path / "bin"
+    if kind == "folder":
+        dest.mkdir()
+        (dest / "thesis.tex").write_text("mine\n")
+        (dest / "dict.zh.txt").write_text("mine 1\n")
+        needle = f"--destdir {dest} is a folder that no fairseq-local tool made"
+    else:
+        dest.write_text("mine\n")
+        needle = f"--destdir {dest} is a file, not a folder: it is left as it is"
+    before = {p.name: p.read_bytes() for p in dest.iterdir()} if kind == "folder" else dest.read_bytes()
+    code, err = call(capsys, preprocess_lattices.main, _lattice_corpus(tmp_path))
+    assert_one_line(code, err, "preprocess_lattices.py: error: " + needle)
+    after = {p.name: p.read_bytes() for p in dest.iterdir()} if kind == "folder" else dest.read_bytes()
+    assert after == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".bin")] == []
+
+
+def test_preprocess_lattices_rerun_replaces_its_own_output(tmp_path, capsys):
+    argv = _lattice_corpus(tmp_path)
+    dest = tmp_path / "bin"
+    code, err = call(capsys, preprocess_lattices.main, argv + ["--testpref", str(tmp_path / "valid")])
+    assert code == 0, err
+    assert (dest / "test.zh-en.zh.idx").is_file() and (dest / file_io.OURS).is_file()
+    first = (dest / "dict.zh.txt").read_text()
+    (tmp_path / "train.zh").write_text("下 雨\t0:1 1:2\t0 1 2\n" * 3, encoding="utf-8")
+    code, err = call(capsys, preprocess_lattices.main, argv)  # the same folder, no test split this time
+    assert code == 0, err
+    assert not (dest / "test.zh-en.zh.idx").exists()  # replaced as a whole, nothing of the first run kept
+    assert (dest / "dict.zh.txt").read_text() != first and "天" not in (dest / "dict.zh.txt").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
