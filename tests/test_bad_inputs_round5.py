@@ -8,9 +8,13 @@ import sys
 
 import pytest
 
+from contract_lib import REPO
 from fairseq_local import file_io
+from fairseq_local.config_checks import HELP_POINTER
 from fairseq_local_repro.tools import preprocess_lattices
-from test_bad_inputs import ENV, SCRIPTS, _lattice_corpus, assert_one_line, call
+from test_bad_inputs import BIN, ENV, SCRIPTS, _lattice_corpus, assert_one_line, call
+
+USER_DIR = REPO / "fairseq_local"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -62,3 +66,47 @@ def test_preprocess_lattices_rerun_replaces_its_own_output(tmp_path, capsys):
     assert not (dest / "test.zh-en.zh.idx").exists()  # replaced as a whole, nothing of the first run kept
     assert (dest / "dict.zh.txt").read_text() != first and "天" not in (dest / "dict.zh.txt").read_text()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. pointers that lead somewhere, and input files named by file and line
+# ------------------------------------------------------------------------------------------------
+def _help(*argv):
+    proc = subprocess.run([str(BIN / "fairseq-train"), *argv, "--help"], capture_output=True, text=True, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_fairseq_train_help_lists_the_options_of_the_arch_and_task_given():
+    """fairseq prints --help before it adds the options of --arch and --task; the error line's pointer
+    ("the same command with --help") must list them."""
+    ours = _help("--user-dir", str(USER_DIR), "--arch", "mc_rnn_iwslt_de_en_2", "--task", "translation")
+    for option in ("--encoder-hidden-size", "--attention-dim", "--left-pad-source"):
+        assert option in ours, option
+    lm = _help("--user-dir", str(USER_DIR), "--arch", "parallel_lstm_lm", "--task", "stateful_language_modeling")
+    assert "--cell-type" in lm and "--encoder-hidden-size" not in lm
+
+
+def test_a_misspelled_model_option_names_the_closest_and_the_pointer(tmp_path):
+    proc = subprocess.run([str(BIN / "fairseq-train"), str(tmp_path), "--user-dir", str(USER_DIR), "--arch",
+                           "mc_rnn_iwslt_de_en_2", "--encoder-hiden-size", "8", "--cpu"],
+                          capture_output=True, text=True, env=ENV)
+    line = assert_one_line(proc.returncode, proc.stderr, "fairseq-train: error: unrecognized arguments: "
+                           "--encoder-hiden-size 8; --encoder-hiden-size: did you mean --encoder-hidden-size")
+    assert line.endswith(f"({HELP_POINTER})") and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text,needle", [
+    (b"copular verbs: is was\nprepositions of in\n", "groups.txt:2: expected 'NAME: word word ...'"),
+    (b"verbs: is\n: of in\n", "groups.txt:2: a group needs a name and at least one word"),
+    (b"verbs: is\nverbes: \xe9t\xe9\n", "groups.txt:2: not UTF-8"),
+    (b"# nothing\n\n", "groups.txt: no word groups found"),
+])
+def test_masking_word_groups_file_is_one_line(tmp_path, text, needle):
+    groups = tmp_path / "groups.txt"
+    groups.write_bytes(text)
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "analysis" / "parallel_cells_masking.py"), "--path",
+                           str(tmp_path / "lm.pt"), "--data", str(tmp_path), "--word-groups", str(groups), "--out",
+                           str(tmp_path / "m.png")], capture_output=True, text=True, env=ENV)
+    assert_one_line(proc.returncode, proc.stderr, f"parallel_cells_masking.py: error: {tmp_path / needle}")
+    assert sorted(os.listdir(tmp_path)) == ["groups.txt"]
