@@ -2,15 +2,19 @@
 examples that print the page's figures, pointers to the options that exist, and the members of
 issue #71's classes that round 4 did not list (an output that is a file, ...).
 """
+import argparse
 import os
+import shlex
 import subprocess
 import sys
 
 import pytest
 
 from contract_lib import REPO
+from doc_snippets import doc_files, extract_blocks, simple_commands
 from fairseq_local import file_io
 from fairseq_local.config_checks import HELP_POINTER
+from fairseq_local_repro.bench_entries import ENTRIES
 from fairseq_local_repro.tools import preprocess_lattices
 from test_bad_inputs import BIN, ENV, SCRIPTS, _lattice_corpus, assert_one_line, call
 
@@ -110,3 +114,33 @@ def test_masking_word_groups_file_is_one_line(tmp_path, text, needle):
                            str(tmp_path / "m.png")], capture_output=True, text=True, env=ENV)
     assert_one_line(proc.returncode, proc.stderr, f"parallel_cells_masking.py: error: {tmp_path / needle}")
     assert sorted(os.listdir(tmp_path)) == ["groups.txt"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. a documented example prints the figures of the page it stands for
+# ------------------------------------------------------------------------------------------------
+def _bench_models(argv):
+    """What decides the two models a ``scripts/bench.py`` command compares (its parameters, its
+    speed): the task, both archs with their options, the synthetic vocabulary."""
+    p = argparse.ArgumentParser(add_help=False)
+    for name, default in (("--task", "translation"), ("--task-args", ""), ("--arch", None), ("--arch-args", ""),
+                          ("--baseline", None), ("--baseline-args", ""), ("--vocab", "8000")):
+        p.add_argument(name, default=default)
+    a, _ = p.parse_known_args(argv)
+    return (a.task, shlex.split(a.task_args), a.arch, shlex.split(a.arch_args), a.baseline,
+            shlex.split(a.baseline_args), int(a.vocab))
+
+
+def test_every_documented_bench_command_builds_the_models_of_a_page_entry():
+    """README's benchmark example once left out the baseline's widths: fairseq's 512-wide ``lstm``
+    (30.4M parameters against MC-RNN-3's 15.1M) instead of docs/mc_rnn.md's 256-wide one (10.7M),
+    reversing the page's comparison.  Every documented bench.py command builds the models of one of
+    the entries whose results the pages show (fairseq_local_repro/bench_entries.py)."""
+    measured = [_bench_models(shlex.split(e["args"])) for e in ENTRIES]
+    documented = [(b.where, argv) for path in doc_files() for b in extract_blocks(path) if "scripts/bench.py" in b.code
+                  for _, argv in simple_commands(b.code) if "scripts/bench.py" in argv]
+    assert len(documented) >= 10
+    for where, argv in documented:
+        assert _bench_models(argv) in measured, (where, argv)
+    readme = [argv for where, argv in documented if where.startswith("README")]
+    assert readme and "256" in _bench_models(readme[0])[5]
