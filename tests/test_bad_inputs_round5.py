@@ -3,10 +3,12 @@ examples that print the page's figures, pointers to the options that exist, and 
 issue #71's classes that round 4 did not list (an output that is a file, ...).
 """
 import argparse
+import json
 import os
 import shlex
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -144,3 +146,46 @@ def test_every_documented_bench_command_builds_the_models_of_a_page_entry():
         assert _bench_models(argv) in measured, (where, argv)
     readme = [argv for where, argv in documented if where.startswith("README")]
     assert readme and "256" in _bench_models(readme[0])[5]
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. a warning that contradicts the error after it
+# ------------------------------------------------------------------------------------------------
+def _lm_task(folder, words, corpus):
+    from fairseq.data import Dictionary
+
+    folder.mkdir()
+    (folder / "corpus.json").write_text(json.dumps({"corpus": corpus}))
+    d = Dictionary()
+    for w in words:
+        d.add_symbol(w)
+    return SimpleNamespace(cfg=SimpleNamespace(data=str(folder)), source_dictionary=None, target_dictionary=d)
+
+
+@pytest.mark.parametrize("other_words,warned", [(["a", "b"], True), (["a", "b", "c"], False)])
+def test_another_corpus_is_said_to_match_only_when_its_dictionaries_do(tmp_path, caplog, other_words, warned):
+    """eval-lm of a checkpoint on another run's data folder: "their dictionaries match, so it runs"
+    only where they do; dictionaries of another size are the weight-shape check's one-line error."""
+    from fairseq_local.patches import dictionary_fingerprint as fp
+
+    trained = _lm_task(tmp_path / "trained", ["a", "b"], "1" * 64)
+    other = _lm_task(tmp_path / "other", other_words, "2" * 64)
+    state = {"extra_state": {fp.KEY: fp.task_fingerprints(trained), fp.CORPUS_KEY: fp.task_corpus(trained)}}
+    with caplog.at_level("WARNING"):
+        fp.check("lm.pt", state, other)
+    said = [r.getMessage() for r in caplog.records if "their dictionaries match" in r.getMessage()]
+    assert len(said) == warned, said
+
+
+def test_preprocess_sh_destdir_that_is_a_file_is_one_line(tmp_path):
+    """Not "exists and is not empty (use --force to replace it)": --force would not replace a file."""
+    for name in ("train", "valid"):
+        for lang in ("de", "en"):
+            (tmp_path / f"{name}.{lang}").write_text("ein satz\n")
+    dest = tmp_path / "data"
+    dest.write_text("mine\n")
+    proc = subprocess.run(["bash", str(SCRIPTS / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train",
+                           str(tmp_path / "train"), "--valid", str(tmp_path / "valid"), "--destdir", str(dest),
+                           "--bpe", "none"], capture_output=True, text=True, env=ENV)
+    assert_one_line(proc.returncode, proc.stderr, f"preprocess.sh: error: --destdir {dest} is a file, not a folder")
+    assert dest.read_text() == "mine\n"
