@@ -28,9 +28,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import uuid
 from typing import Any, Iterable, Iterator, IO
 
@@ -98,6 +100,26 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8", fsync: bool
         raise
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM (``kill``) raises ``KeyboardInterrupt`` in the main thread as Ctrl-C
+    does, so a tool's ``atomic_open`` and temporary folders are removed on the way out and it ends
+    with its own "interrupted" line; the previous handler is restored afterwards (outside the main
+    thread: nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write_text(path: str, text: str):

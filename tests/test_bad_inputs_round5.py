@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -189,3 +190,49 @@ def test_preprocess_sh_destdir_that_is_a_file_is_one_line(tmp_path):
                            "--bpe", "none"], capture_output=True, text=True, env=ENV)
     assert_one_line(proc.returncode, proc.stderr, f"preprocess.sh: error: --destdir {dest} is a file, not a folder")
     assert dest.read_text() == "mine\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. kill (SIGTERM) of a Python tool: as Ctrl-C, nothing half-written and no temporary left
+# ------------------------------------------------------------------------------------------------
+def _killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    raise AssertionError("SIGTERM did not stop the tool")
+
+
+def test_kill_of_preprocess_lattices_leaves_its_earlier_output(tmp_path, capsys, monkeypatch):
+    argv = _lattice_corpus(tmp_path)
+    code, err = call(capsys, preprocess_lattices.main, argv)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in (tmp_path / "bin").iterdir()}
+    monkeypatch.setattr(preprocess_lattices, "write_lattices", _killed)
+    handler = signal.getsignal(signal.SIGTERM)
+    code, err = call(capsys, preprocess_lattices.main, argv)
+    assert code == 130 and err.splitlines()[-1] == (f"preprocess_lattices.py: interrupted; {tmp_path / 'bin'} was "
+                                                    "left as it was")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "bin").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_kill_of_average_checkpoints_leaves_no_temporary_file(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from fairseq_local_repro.tools import average_checkpoints as avg
+
+    inputs = [tmp_path / "a.pt", tmp_path / "b.pt"]
+    for path in inputs:
+        path.write_bytes(b"x")
+    out = tmp_path / "avg.pt"
+    out.write_bytes(b"earlier average")
+    monkeypatch.setattr(avg, "average_checkpoints", lambda paths: {"model": {}})
+
+    def save(obj, f):
+        f.write(b"half")
+        _killed()
+
+    monkeypatch.setattr(torch, "save", save)
+    code, err = call(capsys, avg.main, ["--inputs", *map(str, inputs), "--output", str(out)])
+    assert code == 130 and err.splitlines()[-1] == f"average_checkpoints.py: interrupted; {out} was left as it was"
+    assert out.read_bytes() == b"earlier average"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "avg.pt", "b.pt"]

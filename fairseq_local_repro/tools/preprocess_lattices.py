@@ -23,7 +23,6 @@ import shutil
 import sys
 import tempfile
 
-from fairseq_local.file_io import NotOursError, OutputInUseError, check_ours, claim, mark_ours
 
 # torch, numpy and fairseq are imported where they are used, so -h answers at once
 
@@ -133,9 +132,15 @@ def write_lattices(lattices, src_dict, prefix, impl):
 
 
 def main(argv=None):
-    """The command line: 0 once ``--destdir`` is written, 1 or 2 with one error line, 130 on Ctrl-C."""
+    """The command line: 0 once ``--destdir`` is written, 1 or 2 with one error line, 130 on Ctrl-C
+    or SIGTERM (the temporary folder removed, ``--destdir`` as it was)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parse_args(argv)  # -h, unknown options and bad values: argparse's usage and one line, before any import
+    from fairseq_local.file_io import sigterm_as_interrupt
+
     try:
-        return preprocess(argv)
+        with sigterm_as_interrupt():
+            return preprocess(argv)
     except KeyboardInterrupt:  # Ctrl-C while reading the input: nothing was written yet
         print("preprocess_lattices.py: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -157,6 +162,7 @@ def preprocess(argv=None):
     args = parser.parse_args(argv)
     from fairseq_local.errors import ConfigError
     from fairseq_local.config_checks import check_preprocess_options
+    from fairseq_local.file_io import NotOursError, OutputInUseError, check_ours, claim, mark_ours
 
     try:
         check_preprocess_options(args)  # --nwordssrc 0 would keep every word
