@@ -236,3 +236,27 @@ def test_kill_of_average_checkpoints_leaves_no_temporary_file(tmp_path, capsys, 
     assert code == 130 and err.splitlines()[-1] == f"average_checkpoints.py: interrupted; {out} was left as it was"
     assert out.read_bytes() == b"earlier average"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "avg.pt", "b.pt"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. a number that changes nothing is said to
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("max_tokens,said", [(None, 0), (4000, 1)])
+def test_stateful_lm_says_once_that_max_tokens_is_unused(caplog, max_tokens, said):
+    """A stateful batch is --batch-size rows of --tokens-per-sample tokens; a --max-tokens (fairseq's
+    habit) left the perplexity as it was without a word."""
+    import torch
+    from fairseq.data import Dictionary
+
+    from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
+    from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
+
+    task = StatefulLanguageModelingTask(SimpleNamespace(variable_bptt=False, train_subset="train"), Dictionary())
+    dataset = StatefulBPTTDataset(torch.arange(4, 40), 2, 4, 1, name="valid")
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            batches = list(task.get_batch_iterator(dataset, max_tokens=max_tokens).next_epoch_itr(shuffle=False))
+    lines = [r.getMessage() for r in caplog.records if "--max-tokens" in r.getMessage()]
+    assert len(lines) == said and len(batches) == len(dataset)
+    if said:
+        assert lines[0].startswith("--max-tokens 4000 is not used by --task stateful_language_modeling")
