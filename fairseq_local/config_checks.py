@@ -367,6 +367,20 @@ def did_you_mean(message: str):
     return f"{option}: unknown choice '{m.group(2)}'{hint} ({len(choices)} choices, listed by --help)"
 
 
+HELP_POINTER = "the same command with --help lists the options, its --arch's and --task's included"
+
+
+def unknown_options(message: str, known) -> str:
+    """argparse's "unrecognized arguments" message -> one line naming the closest of the ``known``
+    option strings for each unknown option (None for any other message)."""
+    if not message.startswith("unrecognized arguments: "):
+        return None
+    given = [a.split("=")[0] for a in message[len("unrecognized arguments: "):].split() if a.startswith("--")]
+    hints = [f"{a}: did you mean {' or '.join(close)}?" for a in given
+             for close in [difflib.get_close_matches(a, list(known), n=2, cutoff=0.75)] if close]
+    return f"{message}{'; ' if hints else ''}{'; '.join(hints)} ({HELP_POINTER})"
+
+
 def check_preprocess_options(args):
     for name in ("nwordssrc", "nwordstgt"):
         value = getattr(args, name, None)

@@ -28,9 +28,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import uuid
 from typing import Any, Iterable, Iterator, IO
 
@@ -98,6 +100,26 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8", fsync: bool
         raise
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM (``kill``) raises ``KeyboardInterrupt`` in the main thread as Ctrl-C
+    does, so a tool's ``atomic_open`` and temporary folders are removed on the way out and it ends
+    with its own "interrupted" line; the previous handler is restored afterwards (outside the main
+    thread: nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write_text(path: str, text: str):
@@ -262,7 +284,9 @@ def is_ours(folder: str, markers=()) -> bool:
 
 def check_ours(folder: str, what: str, markers=()):
     """An existing, non-empty ``folder`` that no tool of the plugin made (:func:`is_ours`) is
-    :class:`NotOursError`: a tool replaces only what it made earlier."""
+    :class:`NotOursError`: a tool replaces only what it made earlier; so is a ``folder`` that is a file."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotOursError(f"{what} {folder} is a file, not a folder: it is left as it is; choose a folder")
     if not os.path.isdir(folder) or not os.listdir(folder) or is_ours(folder, markers):
         return
     raise NotOursError(f"{what} {folder} is a folder that no fairseq-local tool made (no {OURS} in it): it is "

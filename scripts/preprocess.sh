@@ -66,7 +66,7 @@ for i in "${!splits[@]}"; do
   if [ "$lm" = 1 ]; then checks+=(--blank-lines "$(infile "${prefixes[$i]}" txt)")
   else checks+=(--same-lines "$(infile "${prefixes[$i]}" "$src")" "$(infile "${prefixes[$i]}" "$tgt")"); fi
 done
-if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; then
+if [ -d "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ] && [ "$force" = 0 ]; then
   die "--destdir '$dest' exists and is not empty (use --force to replace it)"
 fi
 activate_env

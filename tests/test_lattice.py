@@ -127,7 +127,7 @@ def test_preprocess_roundtrip_and_collater(tmp_path):
     lines = _write_corpus(tmp_path)
     dest = tmp_path / "bin"
     assert _preprocess(tmp_path, dest) == 0
-    assert not [p for p in dest.iterdir() if p.name.startswith(".")]  # temp dir removed
+    assert [p.name for p in dest.iterdir() if p.name.startswith(".")] == [".fairseq-local"]  # its marker, no temp dir
     src_dict = Dictionary.load(str(dest / "dict.zh.txt"))
     ds = load_lattice_dataset(str(dest / "valid.zh-en.zh"))
     assert list(ds.sizes) == [7, 6, 4]

@@ -194,6 +194,7 @@ class StatefulLanguageModelingTask(FairseqTask):
                            data_buffer_size=0, skip_remainder_batch=False, **kwargs):
         if not isinstance(dataset, StatefulBPTTDataset):
             raise TypeError("stateful_language_modeling batches only its own StatefulBPTTDataset")
+        self._say_max_tokens_unused(kwargs.get("max_tokens"))
         if (dataset.num_shards, dataset.shard_id) != (num_shards, shard_id):
             dataset = dataset.rebatch(shard_id=shard_id, num_shards=num_shards)
         if getattr(self.cfg, "variable_bptt", False) and dataset.name == self.cfg.train_subset \
@@ -210,6 +211,14 @@ class StatefulLanguageModelingTask(FairseqTask):
             disable_shuffling=True,
             skip_remainder_batch=skip_remainder_batch,
         )
+
+    def _say_max_tokens_unused(self, max_tokens):
+        """``--max-tokens`` sizes fairseq's batches by tokens; here a batch is ``--batch-size`` rows of
+        ``--tokens-per-sample`` tokens, so a given ``--max-tokens`` changes nothing: said once."""
+        if max_tokens and not getattr(self, "_said_max_tokens", False):
+            self._said_max_tokens = True
+            logger.warning(f"--max-tokens {max_tokens} is not used by --task stateful_language_modeling: a batch is "
+                           "--batch-size rows of --tokens-per-sample tokens (fairseq-eval-lm: --batch-size rows)")
 
     def window_lengths(self, targets_per_row: int, epoch: int):
         """The training windows of ``epoch`` (``--variable-bptt``), the same on every shard."""
@@ -296,6 +305,7 @@ class StatefulLanguageModelingTask(FairseqTask):
         if context_window > 0:
             raise ConfigError("--context-window: stateful_language_modeling carries the recurrent state "
                              "across windows already; leave --context-window at 0")
+        self._say_max_tokens_unused(max_tokens)
         if (batch_size and batch_size != dataset.bsz) or not dataset.predict_all:
             dataset = dataset.rebatch(bsz=batch_size or dataset.bsz, predict_all=True)
         itr = self.get_batch_iterator(dataset, num_shards=num_shards, shard_id=shard_id,

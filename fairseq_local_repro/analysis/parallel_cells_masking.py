@@ -25,25 +25,33 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from fairseq_local.errors import InputFileError
 from fairseq_local.file_io import write_json
 from fairseq_local_repro.analysis.figures import save_png
 
 
 def parse_word_groups(path: str) -> List[Tuple[str, List[str]]]:
+    """The groups of a ``--word-groups`` file; a malformed line is :class:`InputFileError` naming
+    the file and line (one line on the command line)."""
     groups = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.split("#", 1)[0].strip()
+    if not os.path.isfile(path):
+        raise InputFileError(f"--word-groups {path}: no such file")
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").split("#", 1)[0].strip()
+            except UnicodeDecodeError:
+                raise InputFileError(f"{path}:{lineno}: not UTF-8") from None
             if not line:
                 continue
             if ":" not in line:
-                raise ValueError(f"{path}:{lineno}: expected 'NAME: word word ...'")
+                raise InputFileError(f"{path}:{lineno}: expected 'NAME: word word ...'")
             name, words = line.split(":", 1)
             if not name.strip() or not words.split():
-                raise ValueError(f"{path}:{lineno}: a group needs a name and at least one word")
+                raise InputFileError(f"{path}:{lineno}: a group needs a name and at least one word")
             groups.append((name.strip(), words.split()))
     if not groups:
-        raise ValueError(f"{path}: no word groups found")
+        raise InputFileError(f"{path}: no word groups found")
     return groups
 
 

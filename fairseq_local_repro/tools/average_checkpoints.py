@@ -136,7 +136,14 @@ def main(argv=None):
         if not os.path.isfile(path):
             sys.exit(f"{PROG}: error: checkpoint '{path}' does not exist")
     print(f"averaging {len(inputs)} checkpoints: {' '.join(inputs)}", file=sys.stderr)
-    save_atomic(average_checkpoints(inputs), a.output)
+    from fairseq_local.file_io import sigterm_as_interrupt
+
+    try:  # Ctrl-C or kill: no temporary file left, --output as it was
+        with sigterm_as_interrupt():
+            save_atomic(average_checkpoints(inputs), a.output)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; {a.output} was left as it was", file=sys.stderr)
+        return 130
     print(f"wrote {a.output}", file=sys.stderr)
     return 0
 

@@ -7,8 +7,10 @@ r"""Binarize lattice-to-text data for ``--task lattice_translation`` (fairseq-pr
 ``{pref}.{src}`` are lattice files (scripts/build_lattices.py), ``{pref}.{tgt}`` plain text.  The
 source dictionary counts the words of lattice edges (each edge once per sentence) with the usual
 ``--thresholdsrc`` / ``--nwordssrc`` (default 50000, as in the paper; same for the target); the
-target side is binarized by fairseq-preprocess's own code.  Everything is written to a temporary
-directory and moved into ``--destdir`` only when complete.  Malformed lattices, input that is not
+target side is binarized by fairseq-preprocess's own code.  ``--destdir`` is this run's until it
+ends (a second run on it is one line naming the holder); everything is written to a temporary
+directory beside it, which replaces ``--destdir`` only when complete, and only where ``--destdir`` is
+new, empty or an earlier output of a fairseq-local tool (a folder of the user's is left as it is).  Malformed lattices, input that is not
 UTF-8, an empty training file and different line counts between source and target are one-line
 errors naming file and line; a split with more than 1% of its source edges or target words replaced
 by <unk> gets one warning line (use a larger vocabulary).
@@ -20,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+
 
 # torch, numpy and fairseq are imported where they are used, so -h answers at once
 
@@ -129,9 +132,15 @@ def write_lattices(lattices, src_dict, prefix, impl):
 
 
 def main(argv=None):
-    """The command line: 0 once ``--destdir`` is written, 1 or 2 with one error line, 130 on Ctrl-C."""
+    """The command line: 0 once ``--destdir`` is written, 1 or 2 with one error line, 130 on Ctrl-C
+    or SIGTERM (the temporary folder removed, ``--destdir`` as it was)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parse_args(argv)  # -h, unknown options and bad values: argparse's usage and one line, before any import
+    from fairseq_local.file_io import sigterm_as_interrupt
+
     try:
-        return preprocess(argv)
+        with sigterm_as_interrupt():
+            return preprocess(argv)
     except KeyboardInterrupt:  # Ctrl-C while reading the input: nothing was written yet
         print("preprocess_lattices.py: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -153,10 +162,18 @@ def preprocess(argv=None):
     args = parser.parse_args(argv)
     from fairseq_local.errors import ConfigError
     from fairseq_local.config_checks import check_preprocess_options
+    from fairseq_local.file_io import NotOursError, OutputInUseError, check_ours, claim, mark_ours
 
     try:
         check_preprocess_options(args)  # --nwordssrc 0 would keep every word
     except ConfigError as e:
+        print(f"preprocess_lattices.py: error: {e}", file=sys.stderr)
+        return 2
+    destdir = os.path.abspath(args.destdir)
+    try:  # --destdir is this run's until it ends; only a folder a tool of the plugin made is replaced
+        claim(destdir, "--destdir", run="preprocess_lattices.py run")
+        check_ours(destdir, "--destdir")
+    except (OutputInUseError, NotOursError) as e:
         print(f"preprocess_lattices.py: error: {e}", file=sys.stderr)
         return 2
     try:
@@ -181,19 +198,15 @@ def preprocess(argv=None):
             if n_tgt != len(lattices[split]):
                 raise LatticeError(f"line counts differ: {pref}.{src} has {len(lattices[split])} lines, "
                                    f"{pref}.{tgt} has {n_tgt}")
-        for lang, given in ((src, args.srcdict), (tgt, args.tgtdict)):
-            if not given and os.path.exists(os.path.join(args.destdir, f"dict.{lang}.txt")):
-                raise LatticeError(f"{os.path.join(args.destdir, f'dict.{lang}.txt')} exists: "
-                                   "use another --destdir or pass --srcdict/--tgtdict")
     except LatticeError as e:
         print(f"preprocess_lattices.py: error: {e}", file=sys.stderr)
         return 1
 
-    destdir = os.path.abspath(args.destdir)
-    created = not os.path.isdir(destdir)
-    os.makedirs(destdir, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".preprocess-", dir=destdir)
-    done, moving = False, []
+    existed = os.path.exists(destdir)
+    parent, base = os.path.split(destdir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{base}.preprocess-", dir=parent)
+    old = None
     try:
         args.destdir = tmp
         task = tasks.get_task("translation")
@@ -220,18 +233,21 @@ def preprocess(argv=None):
                                         UNK_FIX_TGT, unk_word, what="words"))
         for line in filter(None, warnings):
             print(line, file=sys.stderr)
-        moving = sorted(os.listdir(tmp))
-        for name in moving:
-            os.replace(os.path.join(tmp, name), os.path.join(destdir, name))
-        done = True
-    except KeyboardInterrupt:  # Ctrl-C: --destdir is written only when everything is built
-        what = "is incomplete: run again" if moving else "was not written"
+        mark_ours(tmp, "preprocess_lattices.py")
+        if existed:  # an earlier output of a tool (check_ours): replaced as a whole
+            old = tmp + ".old"
+            os.replace(destdir, old)
+        os.replace(tmp, destdir)
+    except KeyboardInterrupt:  # Ctrl-C: --destdir is replaced only when everything is built
+        if old and not os.path.exists(destdir):
+            os.replace(old, destdir)
+        what = "was left as it was" if existed else "was not written"
         print(f"preprocess_lattices.py: interrupted; {destdir} {what}", file=sys.stderr)
         return 130
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if created and not done and not os.listdir(destdir):
-            os.rmdir(destdir)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
     print(f"wrote {destdir}", file=sys.stderr)
     return 0
 
