@@ -59,7 +59,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 
 N_RESAMPLES = 10_000
 RNG_SEED = 12345

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_local.file_io import mark_ours, read_json, write_json, write_lines
+from fairseq_local_core.file_io import mark_ours, read_json, write_json, write_lines
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.context import Data
 from fairseq_local_repro.prepare import read_lines

@@ -19,7 +19,7 @@ import statistics
 from string import Template
 from typing import Dict, List, Optional, Tuple
 
-from fairseq_local.file_io import read_json, write_text
+from fairseq_local_core.file_io import read_json, write_text
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro import verdicts
 from fairseq_local_repro.compare import format_p

@@ -126,7 +126,7 @@ def tuned_on_dev(family: Family, results_root: str) -> Dict[str, Dict[str, float
     sweep grid (``Family.sweep``, one published variant per point: ``families.sweep_point``) where
     its seed-1 run reached the lowest dev loss; the test set is never read.  ReproError naming the
     missing point and its command when a point of the grid has no published clean-split run."""
-    from fairseq_local.file_io import read_json
+    from fairseq_local_core.file_io import read_json
     from fairseq_local_repro.families import sweep_point, sweep_runsets
 
     if not family.sweep:

@@ -20,7 +20,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.context import RunContext
 from fairseq_local_repro.evaluate import alignment_entropy, cell_masking, eval_lm, run_statistics, translate_and_score

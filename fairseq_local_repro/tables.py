@@ -8,7 +8,7 @@ Every function reads a comparison as :func:`fairseq_local_repro.page.load_family
 import os
 from typing import List, Optional
 
-from fairseq_local.file_io import atomic_open
+from fairseq_local_core.file_io import atomic_open
 from fairseq_local_repro.compare import format_p
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import List, Optional
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local_repro import clock, schedule
 from fairseq_local_repro.context import Data, RunContext
 from fairseq_local_repro.families import CORPUS_TASK, Family, System

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairseq_local.file_io import write_gz
+from fairseq_local_core.file_io import write_gz
 from fairseq_local_repro import compare
 
 REPO = Path(__file__).resolve().parents[1]

@@ -284,7 +284,7 @@ class Run:
 
 
 def write_json(path, obj):
-    from fairseq_local.file_io import write_json as write
+    from fairseq_local_core.file_io import write_json as write
 
     write(path, obj, indent=2)
 

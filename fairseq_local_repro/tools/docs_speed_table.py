@@ -285,7 +285,7 @@ def main(argv=None) -> int:
         if current == body:
             continue
         if args.write:
-            from fairseq_local.file_io import write_text
+            from fairseq_local_core.file_io import write_text
 
             write_text(path, replace(text, begin, body))
             print(f"{page}: {begin} rewritten")

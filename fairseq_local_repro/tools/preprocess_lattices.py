@@ -27,7 +27,7 @@ import tempfile
 def _count_lines(path):
     """Lines of a UTF-8 file (a last line without newline counts); LatticeError naming the first
     non-UTF-8 line."""
-    from fairseq_local.data.lattice import LatticeError
+    from fairseq_local_core.lattice import LatticeError
     from fairseq_local_repro.text.text_input import TextInputError, scan
 
     try:
@@ -144,14 +144,14 @@ def preprocess(argv=None):
     from fairseq import options, tasks
     from fairseq_cli import preprocess as fp
 
-    from fairseq_local.data.lattice import LatticeError, read_lattices
+    from fairseq_local_core.lattice import LatticeError, read_lattices
     from fairseq_local_repro.text.text_input import has_text
     from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
     args = parser.parse_args(argv)
-    from fairseq_local.errors import ConfigError
+    from fairseq_local_core.errors import ConfigError
     from fairseq_local.config_checks import check_preprocess_options
 
     try:

@@ -21,7 +21,7 @@ def _zh(word: str, rng_seed: str) -> str:
 def synthetic_lattice_lines(n: int, seed: int = 0) -> Tuple[List[str], List[str]]:
     """(lattice lines, target lines): each source sentence merges three tokenizations (words;
     first characters split off; adjacent short words joined), like three segmentation standards."""
-    from fairseq_local.data.lattice import merge_tokenizations
+    from fairseq_local_core.lattice import merge_tokenizations
     from fairseq_local.data.synthetic import SyntheticTranslationCorpus
 
     corpus = SyntheticTranslationCorpus(seed=seed, max_len=9)
