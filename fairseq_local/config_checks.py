@@ -1,5 +1,5 @@
 """The checks of options that cannot work: each raises a one-line
-:class:`~fairseq_local.errors.ConfigError` naming the option, printed as one line by every entry
+:class:`~fairseq_local_core.errors.ConfigError` naming the option, printed as one line by every entry
 point.  Models call them from ``build_model``; ``fairseq_local/patches/option_checks.py`` installs
 the hooks that call them in fairseq's entry points (see its docstring for which runs where).
 
@@ -40,7 +40,7 @@ from fairseq.tasks import TASK_REGISTRY
 from fairseq.tasks.language_modeling import LanguageModelingTask
 from fairseq.tasks.translation import TranslationTask
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 SIZE_RE = re.compile(r"(_dim|_size|_layers|_channels|_heads|_length|_positions)$|^wide$")
 

@@ -14,14 +14,14 @@ checkpoints; :func:`from_pretrained` adds what two of our tasks need:
 * ``lattice_translation`` reads word lattices, not word ids. :class:`LatticeHubInterface` builds
   each input sentence's lattice with the task's segmenters (``lattice_segmenters``, those of the
   training run unless overridden) or reads a line in the lattice text format of
-  :mod:`fairseq_local.data.lattice`.
+  :mod:`fairseq_local_core.lattice`.
 
 Raw text needs the BPE the training text was cut with. A data directory made by
 ``scripts/preprocess.sh`` holds it in ``bpe/`` (``spm.<joint|lang>.model`` or
 ``codes.<joint|lang>``): when no ``bpe=`` is given, the interface applies that one, as
 ``generate.sh`` finds it; a ``bpe=`` of another kind, or a model file other than the data
 directory's (or, without ``bpe/``, of another kind than the dictionary's pieces), is one line
-(:func:`data_bpe`).  Its ``corpus.json`` (:mod:`fairseq_local.data.corpus_manifest`) says how the
+(:func:`data_bpe`).  Its ``corpus.json`` (:mod:`fairseq_local_core.corpus_manifest`) says how the
 text was normalised before BPE: Moses-tokenized text is tokenized the same way and lowercased text
 lowercased (:func:`data_tokenizer`; a ``tokenizer=`` other than the corpus's is a warning).
 
@@ -47,10 +47,10 @@ from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageMode
 from fairseq.tasks.translation import TranslationTask
 from omegaconf import OmegaConf
 
-from fairseq_local.data import corpus_manifest
+from fairseq_local_core import corpus_manifest
 from fairseq_local.data.lattice_dataset import pack_lattices
 from fairseq_local.data.text_input import lowercase_input
-from fairseq_local.errors import CheckpointError, UserError
+from fairseq_local_core.errors import CheckpointError, UserError
 from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 
@@ -159,7 +159,7 @@ class LatticeHubInterface(HubInterface):
     """Hub interface of ``lattice_translation`` checkpoints: a raw Chinese sentence is segmented into
     a word lattice by the task's ``lattice_segmenters`` (the first gives the primary path); a line
     holding a tab is read as a lattice in the text format (characters, edges, optional path); what
-    it cannot read is a one-line ``LatticeError`` (:func:`fairseq_local.data.lattice.read_input`)."""
+    it cannot read is a one-line ``LatticeError`` (:func:`fairseq_local_core.lattice.read_input`)."""
 
     def encode(self, sentence: str) -> torch.LongTensor:
         """The packed lattice of ``sentence`` (raw text or a lattice line), read exactly as

@@ -35,7 +35,7 @@ import zlib
 import numpy as np
 import torch
 
-from fairseq_local.errors import CheckpointError, UserError, prog_name
+from fairseq_local_core.errors import CheckpointError, UserError, prog_name
 
 __all__ = ["SAFE_GLOBALS", "install", "UnsafeCheckpointError", "safe_load", "check_integrity",
            "checkpoint_model", "require_model", "load_model_checked", "is_language_model"]

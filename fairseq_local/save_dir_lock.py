@@ -9,7 +9,7 @@ Two runs pointed at one directory would both train and interleave their checkpoi
 fairseq's ``checkpoint_utils.load_checkpoint``, which every training entry point (``fairseq-train``,
 ``fairseq-hydra-train``, ``scripts/train.sh``) calls once before the first update: the master
 process (global rank 0; other ranks write no checkpoint) first claims the directory
-(:func:`fairseq_local.file_io.claim`, the claim of every output folder: an exclusive ``fcntl.flock``
+(:func:`fairseq_local_core.file_io.claim`, the claim of every output folder: an exclusive ``fcntl.flock``
 on ``SAVE_DIR/.train.lock``, which holds its pid).  A second run stops with one line naming the
 directory and the first run's pid.  The lock lives as long as the trainer that took it (it is
 released when that ``Trainer`` is garbage-collected, e.g. when ``fairseq_cli.train.main`` returns),
@@ -26,7 +26,7 @@ import weakref
 from fairseq.distributed import utils as distributed_utils
 
 from fairseq_local import ownership
-from fairseq_local.file_io import TMP_RE, claim, release as release_claim
+from fairseq_local_core.file_io import TMP_RE, claim, release as release_claim
 
 LOCK_NAME = ".train.lock"
 

@@ -48,7 +48,7 @@ import warnings
 import torch
 
 import fairseq_local  # registers our archs before fairseq's parsers are built
-from fairseq_local.file_io import write_json
+from fairseq_local_core.file_io import write_json
 from fairseq_local.modules import fast_path
 from fairseq import options, tasks, utils
 from fairseq.data import Dictionary

@@ -41,6 +41,7 @@ import signal
 import sys
 
 from fairseq_local_repro import families
+from fairseq_local_repro.family_types import Family, Scale
 from fairseq_local_repro.processes import REPO
 
 PROG = "reproduce.py"
@@ -174,7 +175,7 @@ def canonical_command(a) -> str:
     return " ".join(shlex.quote(x) for x in parts)
 
 
-def _scale(a, family: families.Family) -> families.Scale:
+def _scale(a, family: Family) -> Scale:
     """The family's scale with this run's overrides (``--width``, ``--dropout``, ``--clip-norm``),
     named in its notes with the other options that change results."""
     if a.scale not in family.scales:
@@ -227,7 +228,7 @@ def main(argv=None):
     out = os.path.abspath(os.path.join(a.out, family.name))
     from fairseq_local_repro import extra, page, prepare, publish, run
     from fairseq_local_repro.context import RunContext
-    from fairseq_local_repro.families import sweep_point
+    from fairseq_local_repro.family_types import sweep_point
     from fairseq_local_repro.plan import model_options, plan_options, tuned_on_dev
     from fairseq_local_repro.processes import ReproError, cuda_available, say, stop_children
     from fairseq_local_repro.train import train_command

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional
 
-from fairseq_local_repro.families import Family, Scale, System
+from fairseq_local_repro.family_types import Family, Scale, System
 from fairseq_local_repro.processes import ReproError
 
 

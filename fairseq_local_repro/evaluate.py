@@ -9,8 +9,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from fairseq_local.file_io import mark_ours, read_json, write_json, write_lines
-from fairseq_local_repro import compare as stats
+from fairseq_local_core.file_io import mark_ours, read_json, write_json, write_lines
+from fairseq_local_repro import compare as stats, significance
 from fairseq_local_repro.context import Data
 from fairseq_local_repro.prepare import read_lines
 from fairseq_local_repro.processes import REPO, USER_DIR, ReproError, cpu_flag, run_logged, run_or_fail, tail
@@ -156,7 +156,7 @@ def run_statistics(kind: str, out: str, test_ref: str, published: Sequence[str] 
         if not refs:
             refs.extend(read_lines(test_ref))
         try:
-            return stats.bleu_statistics(read_lines(path), refs)
+            return significance.bleu_statistics(read_lines(path), refs)
         except ValueError as e:
             raise ReproError(f"{path}: {e} in {test_ref}")
 

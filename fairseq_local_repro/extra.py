@@ -9,8 +9,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_local.file_io import read_json, write_json
-from fairseq_local_repro import compare as stats
+from fairseq_local_core.file_io import read_json, write_json
+from fairseq_local_repro import significance as stats
 from fairseq_local_repro.context import RunContext
 from fairseq_local_repro.evaluate import eval_lm, translate_and_score
 from fairseq_local_repro.prepare import LATTICE_SEGMENTERS, read_lines

@@ -19,10 +19,9 @@ import statistics
 from string import Template
 from typing import Dict, List, Optional, Tuple
 
-from fairseq_local.file_io import read_json, write_text
-from fairseq_local_repro import compare as stats
+from fairseq_local_core.file_io import read_json, write_text
 from fairseq_local_repro import verdicts
-from fairseq_local_repro.compare import format_p
+from fairseq_local_repro.significance import N_RESAMPLES, format_p
 from fairseq_local_repro.tables import (SRC_LEN_FILE, dagger_note, draw_curves, entropy_tables,  # noqa: F401
                                         equal_budget_tables, labels, length_bucket_tables, masking_tables, seed_table,
                                         summary_table, table)
@@ -279,7 +278,7 @@ def published_clean(path: str) -> bool:
 
 
 def missing_runs(root: str, family, runset) -> List[Tuple[str, List[int]]]:
-    """The runs of a registered comparison (``families.RunSet``) not yet published on the clean
+    """The runs of a registered comparison (``family_types.RunSet``) not yet published on the clean
     split under ``root/<family>/<variant>/``: (system, seeds) in registry order."""
     from fairseq_local_repro.families import select_systems
 
@@ -409,8 +408,8 @@ def write_page(docs: str) -> str:
                    "\n".join(appendix(comparison, folder, verdict, tested,
                                        tested_items(verdict, path, "also"))).rstrip() + "\n")
     text = Template(template("results")).substitute(
-        claims="\n".join(claims).rstrip(), words=words_legend(), n_resamples=f"{stats.N_RESAMPLES:,}",
-        p_floor=f"{1 / stats.N_RESAMPLES:.3g}", families="\n".join(sections),
+        claims="\n".join(claims).rstrip(), words=words_legend(), n_resamples=f"{N_RESAMPLES:,}",
+        p_floor=f"{1 / N_RESAMPLES:.3g}", families="\n".join(sections),
         still_to_run="\n".join(pending_section(root, families)))
     page = os.path.join(docs, PAGE)
     write_text(page, text.rstrip() + "\n")

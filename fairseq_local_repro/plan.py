@@ -7,7 +7,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from fairseq_local_repro.context import Data, SystemPlan
-from fairseq_local_repro.families import Family, Scale, System
+from fairseq_local_repro.family_types import Family, Scale, System
 from fairseq_local_repro.processes import ReproError
 from fairseq_local_repro.schedule import load_row, model_values, options
 
@@ -123,11 +123,11 @@ def plan_options(family: Family, scale: Scale, systems: List[System],
 
 def tuned_on_dev(family: Family, results_root: str) -> Dict[str, Dict[str, float]]:
     """``--tuned-on-dev``: per system, the learning rate and dropout of the point of the family's
-    sweep grid (``Family.sweep``, one published variant per point: ``families.sweep_point``) where
+    sweep grid (``Family.sweep``, one published variant per point: ``family_types.sweep_point``) where
     its seed-1 run reached the lowest dev loss; the test set is never read.  ReproError naming the
     missing point and its command when a point of the grid has no published clean-split run."""
-    from fairseq_local.file_io import read_json
-    from fairseq_local_repro.families import sweep_point, sweep_runsets
+    from fairseq_local_core.file_io import read_json
+    from fairseq_local_repro.family_types import sweep_point, sweep_runsets
 
     if not family.sweep:
         raise ReproError(f"--tuned-on-dev: family '{family.name}' registers no learning-rate/dropout sweep")

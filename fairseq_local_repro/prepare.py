@@ -8,9 +8,9 @@ import os
 import shutil
 from typing import Dict, List, Optional
 
-from fairseq_local.file_io import read_json, write_json, write_lines
+from fairseq_local_core.file_io import read_json, write_json, write_lines
 from fairseq_local_repro.context import Data
-from fairseq_local_repro.families import Family, Scale
+from fairseq_local_repro.family_types import Family, Scale
 from fairseq_local_repro.processes import REPO, ReproError, run_or_fail, say
 
 

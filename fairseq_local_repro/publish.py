@@ -6,7 +6,7 @@ import os
 import shutil
 from typing import List, Optional, Sequence
 
-from fairseq_local.file_io import atomic_open, read_json, write_gz, write_json
+from fairseq_local_core.file_io import atomic_open, read_json, write_gz, write_json
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.page import draw_curves, load_family, write_page
 from fairseq_local_repro.processes import ReproError

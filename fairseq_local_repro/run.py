@@ -20,11 +20,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local_repro import compare as stats
 from fairseq_local_repro.context import RunContext
 from fairseq_local_repro.evaluate import alignment_entropy, cell_masking, eval_lm, run_statistics, translate_and_score
-from fairseq_local_repro.families import System
+from fairseq_local_repro.family_types import System
 from fairseq_local_repro.plan import model_options
 from fairseq_local_repro.processes import ReproError, say
 from fairseq_local_repro.train import check_same_settings, keep_vocabulary, read_curve, train_command, train_system

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from fairseq_local.file_io import write_json
+from fairseq_local_core.file_io import write_json
 from fairseq_local.modules import cuda_graphs, fast_path
 from fairseq_local_repro import bench, clock
 

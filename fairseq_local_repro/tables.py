@@ -8,8 +8,8 @@ Every function reads a comparison as :func:`fairseq_local_repro.page.load_family
 import os
 from typing import List, Optional
 
-from fairseq_local.file_io import atomic_open
-from fairseq_local_repro.compare import format_p
+from fairseq_local_core.file_io import atomic_open
+from fairseq_local_repro.significance import format_p
 
 
 def _fmt_minutes(seconds: float) -> str:
@@ -246,7 +246,8 @@ def length_bucket_tables(comparison: dict, folder: str) -> List[str]:
     without buckets or a folder without committed outputs."""
     import numpy as np
 
-    from fairseq_local_repro.compare import corpus_bleu, folder_stats, read_gz
+    from fairseq_local_repro.compare import folder_stats, read_gz
+    from fairseq_local_repro.significance import corpus_bleu
     from fairseq_local_repro.families import FAMILIES
 
     fam = FAMILIES.get(comparison["family"])

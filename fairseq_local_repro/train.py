@@ -11,10 +11,10 @@ import sys
 import time
 from typing import List, Optional
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local_repro import clock, schedule
 from fairseq_local_repro.context import Data, RunContext
-from fairseq_local_repro.families import CORPUS_TASK, Family, System
+from fairseq_local_repro.family_types import CORPUS_TASK, Family, System
 from fairseq_local_repro.plan import model_options
 from fairseq_local_repro.processes import USER_DIR, ReproError, run_logged, say, tail
 

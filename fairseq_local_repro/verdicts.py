@@ -230,7 +230,7 @@ def seed_scores(comparison: dict, system: str) -> Dict[int, float]:
 
 def seed_p(comparison: dict, better: str, other: str) -> Optional[float]:
     """The two-sided paired t-test p over the seeds both systems ran (None with fewer than two)."""
-    from fairseq_local_repro.compare import seed_t_test
+    from fairseq_local_repro.significance import seed_t_test
 
     t = seed_t_test(seed_scores(comparison, better), seed_scores(comparison, other))
     return None if t is None else t["p"]
@@ -244,7 +244,7 @@ def claim_verdict(comparison: dict, item: Tested, level: float = ALPHA) -> dict:
     with ``item.ref``), and the word (:func:`decide`; ``word_other`` in the other unit)."""
     from scipy import stats
 
-    from fairseq_local_repro.compare import paper_test, seed_t_test
+    from fairseq_local_repro.significance import paper_test, seed_t_test
 
     key, higher = _key(comparison)
     a, b = seed_scores(comparison, item.better), seed_scores(comparison, item.other)

@@ -18,7 +18,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset, variable_bptt_lengths
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.optim.nt_asgd import NTASGD
 
 USER_DIR = str(fairseq_local.__path__[0])

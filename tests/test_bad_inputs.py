@@ -2,7 +2,7 @@
 half-written (issue: "every bad input a one-line error").
 
 Most cases run the entry point's ``main`` in-process and finish it as Python would at top level:
-an exception goes to ``fairseq_local.errors.report``, which is exactly what the excepthook that
+an exception goes to ``fairseq_local_core.errors.report``, which is exactly what the excepthook that
 importing the plugin installs does (an exception it does not know is re-raised, so the test fails
 with the traceback a user would see).  A few cases run the real CLIs (``fairseq-train``,
 ``fairseq-generate``, ``fairseq-hydra-train``, the shell scripts) in a subprocess to check the
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from contract_lib import REPO, make_lm_data, make_translation_data
-from fairseq_local import errors
+from fairseq_local_core import errors
 
 SCRIPTS = REPO / "scripts"
 BIN = Path(sys.executable).parent

@@ -19,9 +19,9 @@ from sacremoses import MosesDetokenizer
 
 from contract_lib import REPO, console_script, make_translation_data
 from fairseq_local.config_checks import check_data_fits_task
-from fairseq_local.data import corpus_manifest as cm
+from fairseq_local_core import corpus_manifest as cm
 from fairseq_local.hub import from_pretrained
-from fairseq_local.errors import CheckpointError, ConfigError
+from fairseq_local_core.errors import CheckpointError, ConfigError
 from fairseq_local.patches import dictionary_fingerprint
 from fairseq_local.safe_loading import safe_load
 from fairseq_local_repro.tools import score

@@ -15,7 +15,7 @@ import pytest
 
 from bad_inputs_lib import USER_DIR, load_ensemble, setup_task
 from contract_lib import make_translation_data
-from fairseq_local.errors import prog_name
+from fairseq_local_core.errors import prog_name
 from fairseq_local.patches.checkpoint_fit import check_fits_task
 from test_bad_inputs import BIN, assert_one_line, call, run
 

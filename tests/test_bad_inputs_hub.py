@@ -11,7 +11,7 @@ import os
 import pytest
 
 from contract_lib import make_translation_data
-from fairseq_local.errors import one_line
+from fairseq_local_core.errors import one_line
 from fairseq_local.models.mc_rnn import MCRNNModel
 from fairseq_local.models.mc_rnn_lm import MCRNNLanguageModel
 

@@ -250,7 +250,7 @@ def test_lattice_checkpoint_with_another_dictionary(capsys, tmp_path, tiny_check
 
 
 def test_hub_with_another_dictionary(tmp_path, tiny_checkpoints):
-    from fairseq_local.errors import one_line
+    from fairseq_local_core.errors import one_line
     from fairseq_local.models.mc_rnn import MCRNNModel
 
     ckpt, data, _ = tiny_checkpoints["mt"]
@@ -387,7 +387,7 @@ def test_score_ignores_byte_order_marks(tmp_path):
 
 
 def test_build_lattices_ignores_byte_order_marks(tmp_path):
-    from fairseq_local.data.lattice import read_lattices
+    from fairseq_local_core.lattice import read_lattices
 
     (tmp_path / "a.zh").write_bytes((BOM + "我们 喜欢 猫\n他 走 了\n").encode("utf-8"))
     out = tmp_path / "a.lat"

@@ -5,6 +5,7 @@ file, line or option (or one warning where continuing is right); nothing half-wr
 import pytest
 
 from contract_lib import REPO, console_script
+from fairseq_local_core import file_io
 from fairseq_local_repro.text import text_input
 from test_bad_inputs import assert_one_line, run, write
 
@@ -319,9 +320,6 @@ def _full_disk(monkeypatch):
     """file_io's writes find the disk full after their first bytes."""
     import builtins
 
-    from fairseq_local_repro.text.plugin import plugin_module
-
-    file_io = plugin_module("file_io")
     monkeypatch.setattr(file_io, "open", lambda *a, **k: _FullFile(builtins.open(*a, **k)), raising=False)
     return file_io
 
@@ -374,7 +372,7 @@ def test_a_write_on_a_full_disk_outside_file_io_names_the_file(tmp_path):
     import io
     import os
 
-    from fairseq_local.errors import one_line, report
+    from fairseq_local_core.errors import one_line, report
 
     path = tmp_path / "generate-test.txt"
     try:

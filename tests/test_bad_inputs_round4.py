@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from contract_lib import REPO
-from fairseq_local import file_io
+from fairseq_local_core import file_io
 from fairseq_local.config_checks import check_common_options, finished_run
 from fairseq_local.patches import option_checks
 from test_bad_inputs import BIN, ENV, assert_one_line, call, run
@@ -183,8 +183,8 @@ def test_claim_is_exclusive_reentrant_and_dies_with_its_holder(tmp_path):
     try:
         assert file_io.claim(str(out), "--out") == lock  # re-entrant in one process
         assert open(lock).read().split()[0] == str(os.getpid())
-        other = subprocess.run([sys.executable, "-c", "import sys; from fairseq_local_repro.text.plugin import "
-                                "plugin_module as p; f = p('file_io'); sys.exit(f.main(['--prog', 'x', 'claim', "
+        other = subprocess.run([sys.executable, "-c", "import sys; from fairseq_local_repro.text.output_claim import "
+                                "main; sys.exit(main(['--prog', 'x', 'claim', "
                                 f"{str(out)!r}, '--what=--out', '--fd', '0', '--pid', '1']))"],
                                stdin=open(lock), capture_output=True, text=True, env=ENV)
         assert other.returncode == 2
@@ -407,7 +407,7 @@ def test_score_takes_the_splits_own_reference_without_corpus_json(raw, generated
 
 
 def test_text_overlap_members():
-    from fairseq_local.data.corpus_manifest import SAME_TEXT, text_overlap
+    from fairseq_local_core.corpus_manifest import SAME_TEXT, text_overlap
 
     raw = ["A man in an orange hat starring at something.", "Two dogs play in the snow."]
     tok = ["a man in an orange hat <<unk>> at something .", "two dogs play in the snow ."]

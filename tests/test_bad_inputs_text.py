@@ -20,7 +20,7 @@ import torch
 from bad_inputs_lib import USER_DIR, setup_task
 from contract_lib import _preprocess
 from fairseq_local.data import text_input
-from fairseq_local.data.lattice import Lattice
+from fairseq_local_core.lattice import Lattice
 from fairseq_local.data.text_input import buffered_read, is_lowercased, lowercase_input
 from fairseq_local.models.lattice_rnnsearch import LatticeRNNSearchModel
 from fairseq_local.models.mc_rnn import MCRNNModel

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from contract_lib import REPO, make_translation_data
-from fairseq_local.file_io import TMP_RE
+from fairseq_local_core.file_io import TMP_RE
 from fairseq_local import save_dir_lock
 from fairseq_local.patches import atomic_checkpoints
 
@@ -161,8 +161,8 @@ def test_disk_full_while_saving_is_one_line(tmp_path, monkeypatch, how):
     import io
 
     from fairseq import checkpoint_utils
-    from fairseq_local.errors import report
-    from fairseq_local.file_io import DiskFullError
+    from fairseq_local_core.errors import report
+    from fairseq_local_core.file_io import DiskFullError
 
     target = tmp_path / "checkpoint_last.pt"
     target.write_bytes(b"old complete checkpoint")

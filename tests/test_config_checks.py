@@ -18,7 +18,7 @@ from fairseq_local.config_checks import (
     check_task_fits_arch,
     task_name,
 )
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.patches import option_checks
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
 

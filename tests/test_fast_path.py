@@ -282,7 +282,7 @@ def test_compiling_says_so_and_a_failure_is_one_line(monkeypatch, caplog):
     """The first call of a compiled step logs that it compiles (a CPU run is otherwise silent for
     tens of seconds); a compiler failure (here a damaged cache's EOFError) is one line (status 2)
     naming the step, the error, ``--rnn-impl eager`` and the cache folder to remove."""
-    from fairseq_local import errors
+    from fairseq_local_core import errors
 
     fast_path.reset()
 

@@ -6,12 +6,14 @@ import re
 import shutil
 
 import pytest
+import yaml
 
 from doc_snippets import REPO, check_command, extract_blocks, simple_commands
+from fairseq_local_repro.gpu import hours as gpu_hours
 from fairseq_local_repro.gpu import report
 from fairseq_local_repro.tools import docs_speed_table
 
-IWSLT_10K = 3_949_114  # fairseq-preprocess's train.en count (report.CORPORA's source)
+IWSLT_10K = 3_949_114  # fairseq-preprocess's train.en count (gpu_hours.CORPORA's source)
 PTB = 929_589
 
 
@@ -80,17 +82,17 @@ def _table_row(md, first_cell):
 
 
 def test_hours_are_tokens_over_tokens_per_second():
-    assert report.hours(3600, 1.0) == 1.0
-    assert report.hours(7200, 2.0, epochs=3) == 3.0
-    assert report.hours(IWSLT_10K, 96_905.0) == pytest.approx(IWSLT_10K / 96_905.0 / 3600)
-    assert [report.duration(h) for h in (10 / 3600, 0.5, 2.345, 123.4)] == ["10 s", "30.0 min", "2.35 h", "123 h"]
+    assert gpu_hours.hours(3600, 1.0) == 1.0
+    assert gpu_hours.hours(7200, 2.0, epochs=3) == 3.0
+    assert gpu_hours.hours(IWSLT_10K, 96_905.0) == pytest.approx(IWSLT_10K / 96_905.0 / 3600)
+    assert [gpu_hours.duration(h) for h in (10 / 3600, 0.5, 2.345, 123.4)] == ["10 s", "30.0 min", "2.35 h", "123 h"]
     # bounds: a product of an upper bound and an exact value is an upper bound; opposite bounds say nothing
-    assert report.combine("=", "=") == "=" and report.combine("<=", "=") == "<=" and report.combine(">=", ">=") == ">="
-    assert report.combine("<=", ">=") is None
+    assert gpu_hours.combine("=", "=") == "=" and gpu_hours.combine("<=", "=") == "<=" and gpu_hours.combine(">=", ">=") == ">="
+    assert gpu_hours.combine("<=", ">=") is None
 
 
 def test_hours_table_from_the_fast_and_eager_rows(tmp_path):
-    md = report.hours_table(_repo(tmp_path, _current_run()))
+    md = gpu_hours.hours_table(_repo(tmp_path, _current_run()))
     assert md.startswith("Measured on Some GPU 80GB (`docs/results/gpu/bench.json`), fp32,")
     assert "Eager path only" not in md
     cells = _table_row(md, "mc_rnn | `mc_rnn_iwslt14.sh --row table2_mc_rnn_3`")
@@ -108,14 +110,32 @@ def test_hours_table_from_the_fast_and_eager_rows(tmp_path):
     assert cells[2].startswith("not measured") and cells[3] == cells[6] == "not measured"
     # the inputs table states every corpus size and epoch count with its source
     assert f"| 3,949,114 | fairseq-preprocess's count of `train.en`" in md
-    assert f"| {PTB:,} |" in md and "| 55 | the paper, Section 3.1" in md
+    assert f"| {PTB:,} |" in md
+    assert "| 55 | max_epoch of configs/parallel_cells/table2_ptb_wide3.yaml; the paper, Section 3.1" in md
+
+
+def test_epochs_are_read_from_each_recipes_row(tmp_path, monkeypatch):
+    for r in gpu_hours.RECIPES:
+        cfg = yaml.safe_load((REPO / r["row"]).read_text(encoding="utf-8"))
+        opt, ckpt = cfg.get("optimization") or {}, cfg.get("checkpoint") or {}
+        early = ckpt.get("patience", -1) > 0 or opt.get("stop_min_lr", -1) > 0
+        assert gpu_hours.epochs(r)[:2] == (opt.get("max_epoch") or None, "<=" if early else "="), r["row"]
+    # a cap changed in the row's YAML is the table's
+    row = tmp_path / "table1_dpn_s2s.yaml"
+    yaml_text = (REPO / "configs/dpn_s2s/table1_dpn_s2s.yaml").read_text(encoding="utf-8")
+    assert "max_epoch: 200\n" in yaml_text
+    row.write_text(yaml_text.replace("max_epoch: 200\n", "max_epoch: 7\n"), encoding="utf-8")
+    dpn = next(r for r in gpu_hours.RECIPES if r["recipe"].startswith("`dpn_s2s_iwslt14.sh"))
+    monkeypatch.setitem(dpn, "row", str(row))
+    cells = _table_row(gpu_hours.hours_table(_repo(tmp_path, _current_run())), "dpn_s2s | `dpn_s2s_iwslt14.sh")
+    assert cells[5] == "≤ " + gpu_hours.duration(IWSLT_10K / 90_000 / 3600 * 7)
 
 
 def test_unknown_inputs_leave_the_hours_unknown(tmp_path):
     entries = _current_run()
     lattice = _entry("lattice_dwl_gating_vs_word", "lattice", "fp32", _row("lattice_dwl_gating", 50_000.0, "compiled"),
                      _row("rnnsearch_zh_word", 90_000.0, "eager"), 0.55, goal=0.67)
-    md = report.hours_table(_repo(tmp_path, entries[:-1] + [lattice]))
+    md = gpu_hours.hours_table(_repo(tmp_path, entries[:-1] + [lattice]))
     cells = _table_row(md, "lattice | `lattice_nist_zhen.sh")
     # tokens are a bound (<= 35.75M), epochs unknown: per epoch bounded, to convergence unknown;
     # no eager row of this model was measured
@@ -134,7 +154,7 @@ def test_old_json_says_eager_path_only(tmp_path):
     assert _table_row(comparisons, "`mc_rnn3_vs_lstm`")[-2:] == ["eager (before `--rnn-impl`)", "– / –"]
     # genCNN has a fast path too (CUDA graphs of its forward): its old rows ran eagerly as well
     assert _table_row(comparisons, "`gencnn_vs_fconv_lm`")[-2] == "eager (before `--rnn-impl`)"
-    hours = report.hours_table(repo)
+    hours = gpu_hours.hours_table(repo)
     assert "**Eager path only" in hours
     cells = _table_row(hours, "mc_rnn | `mc_rnn_iwslt14.sh --row table2_mc_rnn_3`")
     assert cells[3] == "13,809" and cells[6] == "not measured"
@@ -172,7 +192,7 @@ def test_check_passes_on_the_committed_docs_and_fails_on_an_edited_table(tmp_pat
     gpu_md = tmp_path / "docs" / "gpu.md"
     text = gpu_md.read_text(encoding="utf-8")
     body = docs_speed_table.embedded(text, docs_speed_table.RESULTS_BEGIN.format("gpu_hours"))
-    assert body == report.hours_table(str(tmp_path)) and "| mc_rnn |" in body
+    assert body == gpu_hours.hours_table(str(tmp_path)) and "| mc_rnn |" in body
     edited = re.sub(r"\| 13,809 \|", "| 23,809 |", text, count=1)
     assert edited != text
     gpu_md.write_text(edited, encoding="utf-8")
@@ -190,7 +210,7 @@ def test_check_passes_on_the_committed_docs_and_fails_on_an_edited_table(tmp_pat
     assert "| 12,345 |" in docs_speed_table.embedded(page, docs_speed_table.RESULTS_BEGIN.format("gpu_comparisons"))
     hours = docs_speed_table.embedded(gpu_md.read_text(encoding="utf-8"),
                                       docs_speed_table.RESULTS_BEGIN.format("gpu_hours"))
-    assert hours == report.hours_table(str(tmp_path)) and "| 12,345 |" in hours and "| 23,809 |" not in hours
+    assert hours == gpu_hours.hours_table(str(tmp_path)) and "| 12,345 |" in hours and "| 23,809 |" not in hours
 
 
 def test_gpu_page_commands_are_accepted():

@@ -87,7 +87,7 @@ def test_stateful_lm_scores_and_samples_as_the_model_computes(lm):
 
 
 def test_lattice_checkpoint_translates_the_lattice(lattice):
-    from fairseq_local.data.lattice import Lattice, unpack
+    from fairseq_local_core.lattice import Lattice, unpack
     from fairseq_local.models.lattice_rnnsearch import LatticeRNNSearchModel
 
     save, data, raw = lattice

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_local.data.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
+from fairseq_local_core.lattice import Lattice, LatticeError, merge_tokenizations, read_lattices, unpack
 from fairseq_local.data.lattice_dataset import LatticeBatch, LatticePairDataset, collate_lattices, load_lattice_dataset
 from fairseq_local_repro.tools import build_lattices, preprocess_lattices
 
@@ -325,7 +325,7 @@ if __name__ == "__main__":
 def test_read_input_formats():
     """fairseq-interactive and the hub share one reader: a lattice line is parsed (no segmenter
     loaded), a raw sentence is segmented, a blank line is None, the rest is one LatticeError."""
-    from fairseq_local.data.lattice import read_input
+    from fairseq_local_core.lattice import read_input
 
     calls = []
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from fairseq_local.data.lattice import Lattice, merge_tokenizations
+from fairseq_local_core.lattice import Lattice, merge_tokenizations
 from fairseq_local.models.lattice_rnnsearch import LatticeGRUEncoder
 from fairseq_local.modules.recurrent_seq2seq import Embedding
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fairseq_local.file_io import TMP_RE
+from fairseq_local_core.file_io import TMP_RE
 from fairseq_local_repro.text import lattice_builder as B
 from fairseq_local_repro.text.lattice_builder import LatticeError
 

@@ -1,4 +1,4 @@
-"""The lattice data model of fairseq_local/data/lattice.py (Su et al. 2017, section "Word Lattice"),
+"""The lattice data model of fairseq_local_core/lattice.py (Su et al. 2017, section "Word Lattice"),
 checked value by value: edges e_{i:j} cover c_{i+1..j}, validation errors (exact one-line messages),
 the primary path, packing, merging of tokenizations and the segmenters.  Fast: stand-in segmenters
 everywhere except one small test per real segmenter (jieba, thulac, snownlp: a few seconds each to
@@ -6,8 +6,8 @@ load)."""
 import numpy as np
 import pytest
 
-from fairseq_local.data import lattice as L
-from fairseq_local.data.lattice import Lattice, LatticeError
+from fairseq_local_core import lattice as L
+from fairseq_local_core.lattice import Lattice, LatticeError
 
 FIG1 = "下雨天地面积水"
 CTB, PKU, MSR = ["下雨天", "地面", "积水"], ["下", "雨天", "地面", "积水"], ["下雨天", "地", "面积", "水"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from fairseq_local.data.lattice import Lattice, merge_tokenizations
+from fairseq_local_core.lattice import Lattice, merge_tokenizations
 from fairseq_local.data.lattice_dataset import collate_lattices
 from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.lattice_gru import (BiLatticeGRU, LatticeGRU, make_schedule, multiply_adds_per_token,

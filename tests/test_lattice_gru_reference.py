@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from fairseq_local.data.lattice import Lattice, merge_tokenizations
+from fairseq_local_core.lattice import Lattice, merge_tokenizations
 from fairseq_local.modules.lattice_gru import BiLatticeGRU, compose
 from test_lattice_gru import _batch, _encode, _vocab
 

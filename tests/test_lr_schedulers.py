@@ -16,7 +16,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.optim import lr_scheduler
 from omegaconf import OmegaConf
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 USER_DIR = str(fairseq_local.__path__[0])
 

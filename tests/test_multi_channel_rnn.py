@@ -496,13 +496,13 @@ def test_input_proj_from_caller_is_what_the_cell_uses():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"cell": "lstn"}, "--cell must be one of lstm, gru, rnn (got 'lstn')"),
-    ({"cell_memory": "avg"}, "--mc-cell-memory must be one of chain, block_mean (got 'avg')"),
-    ({"weight_space": "gate"}, "--mc-weight-space must be one of hidden, gates (got 'gate')"),
-    ({"block_init": "eye"}, "--mc-block-init must be one of identity, uniform (got 'eye')"),
-    ({"init_state": "last"}, "--mc-init-state must be one of first, all (got 'last')"),
-    ({"channels": 0}, "--mc-channels must be an integer >= 1 (got 0)"),
-    ({"dropconnect": -0.1}, "--weight-dropout must be in [0, 1) (got -0.1)")])
+    ({"cell": "lstn"}, "cell must be one of lstm, gru, rnn (got 'lstn')"),
+    ({"cell_memory": "avg"}, "cell_memory must be one of chain, block_mean (got 'avg')"),
+    ({"weight_space": "gate"}, "weight_space must be one of hidden, gates (got 'gate')"),
+    ({"block_init": "eye"}, "block_init must be one of identity, uniform (got 'eye')"),
+    ({"init_state": "last"}, "init_state must be one of first, all (got 'last')"),
+    ({"channels": 0}, "channels must be an integer >= 1 (got 0)"),
+    ({"dropconnect": -0.1}, "dropconnect must be in [0, 1) (got -0.1)")])
 def test_option_errors_list_the_choices(kwargs, message):
     args = dict(input_size=3, hidden_size=4, channels=2)
     args.update(kwargs)

@@ -34,7 +34,7 @@ from fairseq_cli import interactive
 from fairseq_local import ownership
 from fairseq_local.data.synthetic import SyntheticTranslationCorpus
 from fairseq_local.data.text_input import buffered_read
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local import save_dir_lock
 from fairseq_local.safe_loading import safe_load
 

@@ -3,20 +3,25 @@ folders names each module it imports (registration order is the order written th
 order of a directory listing), ``patches.install_all`` installs every patch module, imports run
 one way (no module imports from a higher floor of :data:`FLOORS`), no module of the plugin imports
 one of the plugin's own modules inside a function body, and the modules of :data:`NO_DEFERRED`
-import nothing inside a function body beyond :data:`DEFERRED`."""
+import nothing inside a function body beyond :data:`DEFERRED`.  ``fairseq_local_core`` is the floor
+below them all: it imports nothing of ours, and importing it starts neither torch nor fairseq."""
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import fairseq_local
+import fairseq_local_core
 from fairseq_local import patches
 
 PACKAGE = Path(fairseq_local.__file__).parent
+CORE = Path(fairseq_local_core.__file__).parent
 FOLDERS = ("data", "models", "modules", "tasks", "criterions", "optim", "patches")
 # The floors of fairseq_local, bottom up: a module imports from its own floor or lower ones only.
 # A folder is a floor; so is a top-level module.  Patches change fairseq's behaviour and nothing
-# imports them (fairseq_local/__init__.py installs them).
+# imports them (fairseq_local/__init__.py installs them).  Below them all: fairseq_local_core.
 FLOORS = (
-    ("version", "_quiet", "errors", "file_io", "safe_loading", "config_checks", "ownership", "save_dir_lock"),
+    ("version", "_quiet", "safe_loading", "config_checks", "ownership", "save_dir_lock"),
     ("data",),
     ("modules",),
     ("models",),
@@ -30,7 +35,7 @@ FLOORS = (
 # the .pth file loads by path before fairseq (it imports no module of the plugin at all).
 OUTSIDE = {"__init__": None, "_cli_startup": -1}
 # Modules that import everything at their top, but for the imports listed in DEFERRED.
-NO_DEFERRED = ("_cli_startup.py", "config_checks.py", "file_io.py", "hub.py", "data/text_input.py",
+NO_DEFERRED = ("_cli_startup.py", "config_checks.py", "hub.py", "data/text_input.py",
                "optim/plateau_every_n_updates.py", "tasks/lattice_translation.py", "patches/checkpoint_fit.py",
                "patches/interactive_input.py", "patches/option_checks.py", "patches/training_paths.py")
 # (file, imported module): imports inside function bodies that remain, and why
@@ -138,10 +143,10 @@ def test_every_module_is_on_a_floor_and_imports_run_one_way():
 
 def test_floors_check_finds_an_upward_import():
     tree = ast.parse("from fairseq_local.patches.interactive_input import install\n"
-                     "from fairseq_local.data import lattice\n"
+                     "from fairseq_local.data import lattice_dataset\n"
                      "from . import arch_defaults\n")
     found = list(_plugin_imports(tree, "models/x.py"))
-    assert found == ["patches/interactive_input.py", "data/lattice.py", "models/arch_defaults.py"]
+    assert found == ["patches/interactive_input.py", "data/lattice_dataset.py", "models/arch_defaults.py"]
     assert _module_floor(found[0]) > _module_floor("models/x.py") == _module_floor(found[2]) > _module_floor(found[1])
 
 
@@ -172,6 +177,63 @@ def test_no_plugin_import_hides_in_a_function_body():
                 elif isinstance(inner, ast.Import):
                     found.update((rel, a.name) for a in inner.names if a.name.startswith("fairseq_local"))
     assert not found, sorted(found)
+
+
+# ------------------------------------------------------------------------------------------------
+# fairseq_local_core: the bottom floor, importable without torch, fairseq or the plugin's start-up
+# ------------------------------------------------------------------------------------------------
+HEAVY = ("torch", "fairseq", "fairseq_cli", "hydra", "omegaconf", "fairseq_local", "fairseq_local_repro")
+# what the harness and the shell doors import for text work: none of it may start torch or fairseq
+TEXT_TOOLS = ("fairseq_local_repro.text.corpus_manifest", "fairseq_local_repro.text.gen_text",
+              "fairseq_local_repro.text.lattice_builder", "fairseq_local_repro.text.output_claim",
+              "fairseq_local_repro.text.text_input", "fairseq_local_repro.tools.build_lattices",
+              "fairseq_local_repro.tools.rerank_nbest", "fairseq_local_repro.tools.score")
+
+
+def _top_level_names(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module.split(".")[0]
+
+
+def test_core_imports_nothing_of_ours_nor_torch_or_fairseq():
+    found = {(path.name, name) for path in sorted(CORE.glob("*.py"))
+             for name in _top_level_names(ast.parse(path.read_text(encoding="utf-8"))) if name in HEAVY}
+    assert not found, sorted(found)
+
+
+def _loaded_after_importing(modules):
+    code = ("import importlib, sys\n"
+            f"for m in {list(modules)!r}:\n    importlib.import_module(m)\n"
+            f"print(' '.join(sorted(n for n in {HEAVY!r} if n in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_core_and_text_tools_import_without_torch_or_fairseq():
+    core = [f"fairseq_local_core.{p.stem}" for p in sorted(CORE.glob("*.py")) if p.stem != "__init__"]
+    assert {"fairseq_local_core.errors", "fairseq_local_core.file_io", "fairseq_local_core.lattice",
+            "fairseq_local_core.corpus_manifest", "fairseq_local_core.blank_lines"} <= set(core)
+    assert _loaded_after_importing(core) == []
+    assert _loaded_after_importing(TEXT_TOOLS) == ["fairseq_local_repro"]
+    # the check sees an import of the plugin: importing fairseq_local starts torch and fairseq
+    assert {"torch", "fairseq", "fairseq_local"} <= set(_loaded_after_importing(["fairseq_local"]))
+
+
+def test_no_module_is_loaded_by_its_path():
+    repo = PACKAGE.parent
+    found = []
+    for folder in ("fairseq_local", "fairseq_local_core", "fairseq_local_repro", "scripts"):
+        for path in sorted((repo / folder).rglob("*")):
+            if path.suffix in (".py", ".sh") and path.is_file():
+                text = path.read_text(encoding="utf-8")
+                found += [f"{path.relative_to(repo)}: {what}" for what in
+                          ("spec_from_file_location", "SourceFileLoader", "sys.path.insert", "sys.path.append")
+                          if what in text]
+    assert not found, found
 
 
 # ------------------------------------------------------------------------------------------------

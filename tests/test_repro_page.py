@@ -8,6 +8,7 @@ import pytest
 from fairseq_local_repro import page as repro_page
 from fairseq_local_repro import publish as repro_publish
 from fairseq_local_repro import verdicts
+from fairseq_local_repro import significance
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "reproduce"
@@ -151,7 +152,7 @@ def test_publish_commits_outputs_lists_queued_runs_and_refuses_another_test_set(
     for name, lines in hyps.items():
         (root / f"{name}-s1" / "test").mkdir(parents=True)
         (root / f"{name}-s1" / "test" / "hyp.txt").write_text("".join(x + "\n" for x in lines))
-        bleu = compare.corpus_bleu(compare.bleu_statistics(lines, refs).sum(0))[0]
+        bleu = significance.corpus_bleu(significance.bleu_statistics(lines, refs).sum(0))[0]
         label = {"baseline": "Baseline-RNN", "mc_rnn_3": "MC-RNN-3"}[name]
         runs.append({**base, "system": name, "label": label, "test": {**base["test"], "bleu": round(float(bleu), 2)}})
     ref = tmp_path / "test.en"
@@ -205,7 +206,7 @@ def test_publish_commits_language_model_sentence_scores(tmp_path):
     stats = json.loads((dest / "comparison.json").read_text())["statistics"]
     assert stats["run_intervals"]["wide3-s1"]["score"] == runs[1]["test"]["ppl"]
     (c,) = stats["comparisons"]
-    expected = compare.sentence_test(nll["wide3"], nll["wide1"], compare.corpus_ppl, rng_seed=12346)
+    expected = significance.sentence_test(nll["wide3"], nll["wide1"], significance.corpus_ppl, rng_seed=12346)
     assert c["per_sentence"]["1"]["p"] == round(expected["p"], 4) and c["per_sentence"]["1"]["delta"] < 0
 
 

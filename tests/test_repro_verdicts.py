@@ -57,7 +57,7 @@ def test_the_shown_word_states_the_margin_rounded_up():
 def test_holm_levels_reject_exactly_what_holms_adjusted_p_rejects():
     """A claim's interval at its level excludes zero (p < level) exactly when its Holm-adjusted p is
     below the family-wise 5 %, for random families, ties and boundaries included."""
-    from fairseq_local_repro.compare import holm
+    from fairseq_local_repro.significance import holm
 
     rng = np.random.default_rng(0)
     families = [list(rng.uniform(0, 0.1, size=m) ** rng.uniform(0.5, 2)) for m in range(1, 7) for _ in range(200)]
@@ -70,10 +70,10 @@ def test_holm_levels_reject_exactly_what_holms_adjusted_p_rejects():
 
 def test_the_minimum_detectable_effect_is_found_with_the_stated_power():
     """At the MDE the two-sided paired t-test rejects in 80 % of simulated experiments; it agrees with
-    compare.seeds_for_power, which needs more seeds for a smaller effect."""
+    significance.seeds_for_power, which needs more seeds for a smaller effect."""
     from scipy import stats
 
-    from fairseq_local_repro.compare import seeds_for_power
+    from fairseq_local_repro.significance import seeds_for_power
 
     rng = np.random.default_rng(1)
     for k, sd, level in ((3, 0.5, 0.05), (5, 1.2, 0.0125)):

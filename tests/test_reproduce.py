@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_local.safe_loading import safe_load
+from fairseq_local_repro import significance
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "reproduce.py"
@@ -95,8 +96,6 @@ def multi30k(shared, name):
 def test_results_json_matches_independent_recomputation(smoke):
     import sacrebleu
 
-    from fairseq_local_repro import compare
-
     out, _, _, shared = smoke
     # the family's test set is the official Multi30k validation set less the pairs whose source occurs in the
     # training part (every training pair but the last 1,000, the dev set), first 24 pairs here
@@ -133,9 +132,9 @@ def test_results_json_matches_independent_recomputation(smoke):
     assert [s["system"] for s in comparison["systems"]] == ["mc_rnn_3", "baseline"]
     assert "official validation set = test" in comparison["data"] and "2 test pairs dropped" in comparison["data"]
     # the per-sentence randomization test of the two runs, recomputed from the hypotheses and references
-    stats = {n: compare.bleu_statistics((out / f"{n}-s1" / "test" / "hyp.txt").read_text(encoding="utf-8")
+    stats = {n: significance.bleu_statistics((out / f"{n}-s1" / "test" / "hyp.txt").read_text(encoding="utf-8")
                                         .splitlines(), refs) for n in ("mc_rnn_3", "baseline")}
-    expected = compare.sentence_test(stats["mc_rnn_3"], stats["baseline"], compare.corpus_bleu, rng_seed=12346)
+    expected = significance.sentence_test(stats["mc_rnn_3"], stats["baseline"], significance.corpus_bleu, rng_seed=12346)
     (c,) = comparison["statistics"]["comparisons"]
     assert (c["system"], c["reference"], c["seed_level"], c["two_level"]) == ("mc_rnn_3", "baseline", None, None)
     assert c["per_sentence"]["1"]["p"] == pytest.approx(expected["p"], abs=1e-4)
@@ -200,7 +199,7 @@ def test_tuned_seed_1_is_read_from_its_sweep_point_not_trained_again(tmp_path, s
     import shutil
     import types
 
-    from fairseq_local_repro import compare, families, run as repro_run
+    from fairseq_local_repro import compare, families, family_types, run as repro_run
     from fairseq_local_repro.processes import ReproError
 
     docs = tmp_path / "docs"
@@ -214,9 +213,9 @@ def test_tuned_seed_1_is_read_from_its_sweep_point_not_trained_again(tmp_path, s
     fam = families.FAMILIES["gencnn"]
     for lr in fam.sweep["lr"]:  # every other point of the grid has a higher dev loss
         for d in fam.sweep["dropout"]:
-            (root / families.sweep_point(lr, d)).mkdir(exist_ok=True)
+            (root / family_types.sweep_point(lr, d)).mkdir(exist_ok=True)
             for name in ("gencnn", "lstm_lm", "fconv_lm"):  # fconv_lm (not selected) everywhere
-                path = root / families.sweep_point(lr, d) / f"{name}-s1.json"
+                path = root / family_types.sweep_point(lr, d) / f"{name}-s1.json"
                 if not path.exists():
                     path.write_text(json.dumps({"dev_loss_bits": 99.0, "split": sweep["gencnn"]["split"]}))
     p = run("gencnn", "--out", tmp_path / "tuned", *tiny, "--tuned-on-dev", "--publish", "--variant", "tuned")
@@ -323,7 +322,7 @@ def test_baseline_deep_is_size_matched_to_mc_rnn_3(smoke):
 
 def test_mc_rnn_3_is_registered_at_every_dropout_the_baseline_was_swept_at():
     """The baseline's dropout grid (the family's setting and every published dropout_* folder) has
-    MC-RNN-3 at each point: published there or registered to run (families.RunSet)."""
+    MC-RNN-3 at each point: published there or registered to run (family_types.RunSet)."""
     from fairseq_local_repro.families import FAMILIES
 
     fam = FAMILIES["mc_rnn"]
@@ -408,10 +407,9 @@ def test_language_model_family_perplexity_and_bootstrap(tmp_path, shared_data):
         assert r["test"]["ppl"] == pytest.approx(2 ** r["test"]["loss_bits"], rel=1e-3)
         assert r["split"]["test"] == 24 and r["split"]["test_dropped"] == 1  # 1 test caption occurs in training
     assert not (fam / "wide5-s1").exists()
-    from fairseq_local_repro import compare
 
     nll = {n: json.loads((fam / f"{n}-s1" / "test" / "sentence_nll.json").read_text()) for n in ("wide1", "wide3")}
-    expected = compare.sentence_test(nll["wide3"], nll["wide1"], compare.corpus_ppl, rng_seed=12346)
+    expected = significance.sentence_test(nll["wide3"], nll["wide1"], significance.corpus_ppl, rng_seed=12346)
     comparison = json.loads((fam / "comparison.json").read_text())
     (c,) = comparison["statistics"]["comparisons"]
     assert c["per_sentence"]["1"]["p"] == pytest.approx(expected["p"], abs=1e-4)
@@ -582,11 +580,10 @@ def test_lattice_family_systems_on_their_own_sources(tmp_path, shared_data):
                  if not w.startswith("madeupword")} for k in ("lattice", "word", "char")}  # not the padding symbols
     assert words["word"] < words["lattice"] and all(len(w) == 1 for w in words["char"])
     # the statistics score with the same case-insensitive BLEU, also on upper-cased hypotheses
-    from fairseq_local_repro import compare
 
     for name in ("word", "dwl_gating"):
-        upper = compare.bleu_statistics([h.upper() for h in hyps[name]], refs)
-        assert compare.corpus_bleu(upper.sum(0))[0] == pytest.approx(results[name]["test"]["bleu"], abs=0.006)
+        upper = significance.bleu_statistics([h.upper() for h in hyps[name]], refs)
+        assert significance.corpus_bleu(upper.sum(0))[0] == pytest.approx(results[name]["test"]["bleu"], abs=0.006)
     comparison = json.loads((fam / "comparison.json").read_text())
     assert [(c["system"], c["reference"]) for c in comparison["statistics"]["comparisons"]] == [
         ("dwl_gating", "word"), ("dwl_gating", "char")]  # the family's comparisons among the systems run
@@ -645,7 +642,7 @@ def test_running_text_corpus_and_settings_tuned_on_dev(tmp_path, shared_data):
     its recomputation, no dev or test line occurs in train, and the systems are planned on 256-token
     blocks that cross sentence boundaries; --tuned-on-dev plans each system at the grid point of its
     lowest published dev loss, and refuses with one line while a point is missing or from the old split."""
-    from fairseq_local_repro import families, prepare
+    from fairseq_local_repro import families, family_types, prepare
     from fairseq_local_repro.plan import tuned_on_dev
     from fairseq_local_repro.processes import ReproError
 
@@ -667,9 +664,9 @@ def test_running_text_corpus_and_settings_tuned_on_dev(tmp_path, shared_data):
 
     def publish_point(lr, d, split):
         for i, s in enumerate(("gencnn", "lstm_lm", "fconv_lm")):
-            (root / families.sweep_point(lr, d)).mkdir(parents=True, exist_ok=True)
+            (root / family_types.sweep_point(lr, d)).mkdir(parents=True, exist_ok=True)
             loss = 5.0 + i - (0.5 if best[s] == (lr, d) else 0.01 * grid.index((lr, d)))
-            (root / families.sweep_point(lr, d) / f"{s}-s1.json").write_text(
+            (root / family_types.sweep_point(lr, d) / f"{s}-s1.json").write_text(
                 json.dumps({"dev_loss_bits": loss, "split": split}))
 
     clean = {"train": 300, "dev": 24, "test": 24, "dev_dropped": 1, "test_dropped": 1}

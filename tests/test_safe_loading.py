@@ -83,7 +83,7 @@ def test_random_bytes_are_not_a_complete_checkpoint(tmp_path):
     CheckpointError naming the file, never a bare exception."""
     import random
 
-    from fairseq_local.errors import UserError
+    from fairseq_local_core.errors import UserError
 
     rng = random.Random(0)
     for i in range(64):

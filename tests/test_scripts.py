@@ -404,7 +404,7 @@ def test_build_lattices_one_segmenter_at_a_time_equals_the_builder(tmp_path, wor
     """Segmenting the whole input with each segmenter in turn, then merging, gives the lattices of
     LatticeBuilder (all segmenters per sentence), without importing torch or fairseq."""
     pytest.importorskip("jieba")
-    from fairseq_local.data.lattice import LatticeBuilder
+    from fairseq_local_core.lattice import LatticeBuilder
 
     sentences = ["我们的两个被告人在法庭上表示不服。", "他下雨天不出门。", "Bill 在 2008 年来了", "下雨天"]
     raw = tmp_path / "raw.zh"

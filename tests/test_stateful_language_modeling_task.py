@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary, indexed_dataset
 
 from fairseq_local.data.stateful_bptt_dataset import StatefulBPTTDataset
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.optim.nt_asgd import NTASGD
 from fairseq_local.tasks.stateful_language_modeling import (BPTTState, StatefulLanguageModelingTask,
                                                             supports_bptt_state)

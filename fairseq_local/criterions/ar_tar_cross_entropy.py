@@ -32,7 +32,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 from omegaconf import II
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 
 @dataclass

@@ -26,7 +26,7 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 from torch import Tensor
 
-from fairseq_local.data.lattice import unpack
+from fairseq_local_core.lattice import unpack
 
 
 class LatticeBatch(NamedTuple):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 
 class StatefulBPTTDataset(FairseqDataset):

@@ -20,7 +20,7 @@ import os
 import random
 from typing import List, Tuple
 
-from fairseq_local.file_io import write_lines
+from fairseq_local_core.file_io import write_lines
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 

@@ -22,7 +22,7 @@ import logging
 import re
 import sys
 
-from fairseq_local.errors import InputFileError
+from fairseq_local_core.errors import InputFileError
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from fairseq.modules import AdaptiveSoftmax, FairseqDropout
 from torch import Tensor
 
 from fairseq_local.config_checks import check_sizes, option
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.models.arch_defaults import fill_defaults, set_defaults
 from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.fast_path import (

@@ -23,7 +23,7 @@ from fairseq_local.modules.lattice_gru import COMPOSITIONS, VARIANTS, BiLatticeG
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch
 from fairseq_local.modules.recurrent_seq2seq import Embedding, RecurrentAttentionDecoder, RecurrentEncoder
 from fairseq_local.config_checks import check_choice, check_sizes
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.data.lattice_dataset import LatticeBatch
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 

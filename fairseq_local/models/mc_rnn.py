@@ -29,6 +29,7 @@ from fairseq_local.modules.multi_channel_rnn import (
 from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch, set_defaults
 from fairseq_local.config_checks import check_choice
+from fairseq_local_core.errors import ConfigError
 
 
 @dataclass
@@ -57,7 +58,7 @@ MC_SIDES = ("both", "encoder", "decoder")
 def check_mc_options(cfg):
     channels = cfg.mc_channels
     if not isinstance(channels, int) or channels < 1:
-        raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
+        raise ConfigError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
     check_choice("mc_cell_memory", cfg.mc_cell_memory, CELL_MEMORY)
     check_choice("mc_weight_space", cfg.mc_weight_space, WEIGHT_SPACES)
     check_choice("mc_block_init", getattr(cfg, "mc_block_init", "identity"), BLOCK_INITS)

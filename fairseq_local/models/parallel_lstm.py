@@ -29,7 +29,7 @@ from fairseq_local.models.rnnsearch import RNNSearchConfig, RNNSearchModel
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer, bidirectional_parallel_cells
 from fairseq_local.models.arch_defaults import fill_defaults
 from fairseq_local.config_checks import check_divides
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 CELL_INPUT_CHOICES = ChoiceEnum(["full", "slice"])
 

@@ -33,7 +33,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.modules import FairseqDropout
 
 from fairseq_local.config_checks import check_divides, check_sizes
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.modules.fast_path import RecurrentImplConfig, apply_impl_config
 from fairseq_local.modules.parallel_cell_rnn import ParallelCellRNNLayer
 from fairseq_local.models.arch_defaults import fill_defaults, register_arch

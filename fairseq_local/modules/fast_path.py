@@ -78,7 +78,7 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from torch import Tensor
 
-from fairseq_local.errors import UserError
+from fairseq_local_core.errors import UserError
 from fairseq_local.modules import cuda_graphs
 from fairseq_local.modules.cuda_graphs import Layout, batch_bucket, length_bucket, pad_dim
 

@@ -84,19 +84,19 @@ class MultiChannelRNNLayer(FastPathMixin, nn.Module):
                  weight_space: str = "hidden", block_init: str = "identity", init_state: str = "first"):
         super().__init__()
         if not isinstance(channels, int) or channels < 1:
-            raise ValueError(f"--mc-channels must be an integer >= 1 (got {channels!r})")
+            raise ValueError(f"channels must be an integer >= 1 (got {channels!r})")
         if cell not in CELL_GATES:
-            raise ValueError(f"--cell must be one of {', '.join(CELL_GATES)} (got {cell!r})")
+            raise ValueError(f"cell must be one of {', '.join(CELL_GATES)} (got {cell!r})")
         if cell_memory not in CELL_MEMORY:
-            raise ValueError(f"--mc-cell-memory must be one of {', '.join(CELL_MEMORY)} (got {cell_memory!r})")
+            raise ValueError(f"cell_memory must be one of {', '.join(CELL_MEMORY)} (got {cell_memory!r})")
         if weight_space not in WEIGHT_SPACES:
-            raise ValueError(f"--mc-weight-space must be one of {', '.join(WEIGHT_SPACES)} (got {weight_space!r})")
+            raise ValueError(f"weight_space must be one of {', '.join(WEIGHT_SPACES)} (got {weight_space!r})")
         if block_init not in BLOCK_INITS:
-            raise ValueError(f"--mc-block-init must be one of {', '.join(BLOCK_INITS)} (got {block_init!r})")
+            raise ValueError(f"block_init must be one of {', '.join(BLOCK_INITS)} (got {block_init!r})")
         if init_state not in INIT_STATES:
-            raise ValueError(f"--mc-init-state must be one of {', '.join(INIT_STATES)} (got {init_state!r})")
+            raise ValueError(f"init_state must be one of {', '.join(INIT_STATES)} (got {init_state!r})")
         if not 0.0 <= dropconnect < 1.0:
-            raise ValueError(f"--weight-dropout must be in [0, 1) (got {dropconnect})")
+            raise ValueError(f"dropconnect must be in [0, 1) (got {dropconnect})")
         self.input_size, self.hidden_size, self.channels = input_size, hidden_size, channels
         self.lags = channels  # n - 1
         self.cell, self.cell_memory, self.dropconnect = cell, cell_memory, dropconnect

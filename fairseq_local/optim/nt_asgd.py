@@ -40,7 +40,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import FairseqOptimizer, register_optimizer
 from omegaconf import II
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 STATE_KEY = "nt_asgd"
 

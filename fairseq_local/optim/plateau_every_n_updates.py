@@ -37,7 +37,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.optim.lr_scheduler import FairseqLRScheduler, register_lr_scheduler
 from omegaconf import II
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

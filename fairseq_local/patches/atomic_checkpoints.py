@@ -14,7 +14,7 @@ the same directory, which is fsync'ed and then ``os.replace``'d over the destina
 directory is fsync'ed.  A kill at any moment leaves the previous complete file in place (plus at
 most a hidden ``.NAME.fairseq-local-PID-XXXX.tmp`` file, removed when the next run takes the
 ``--save-dir`` lock, see ``fairseq_local/save_dir_lock.py``; the temporary files are
-:func:`fairseq_local.file_io.atomic_open`'s), so a resumed run continues from the last
+:func:`fairseq_local_core.file_io.atomic_open`'s), so a resumed run continues from the last
 complete checkpoint.  ``--write-checkpoints-asynchronously`` stays asynchronous: those writes are
 fairseq's own (iopath's background writer, not atomic), and the log says so once.
 """
@@ -25,7 +25,7 @@ import shutil
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 
-from fairseq_local.file_io import atomic_open
+from fairseq_local_core.file_io import atomic_open
 
 logger = logging.getLogger(__name__)
 

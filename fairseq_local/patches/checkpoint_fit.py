@@ -48,8 +48,8 @@ from fairseq.tasks.translation import TranslationTask
 from fairseq.trainer import Trainer
 
 from fairseq_local.config_checks import task_name
-from fairseq_local.errors import CheckpointError, prog_name
-from fairseq_local.file_io import checkpoint_listing
+from fairseq_local_core.errors import CheckpointError, prog_name
+from fairseq_local_core.file_io import checkpoint_listing
 from fairseq_local.patches import dictionary_fingerprint
 from fairseq_local.safe_loading import state_model
 from fairseq_local.tasks.lattice_translation import LatticeTranslationTask

@@ -44,7 +44,7 @@ from fairseq.modules import LearnedPositionalEmbedding
 from fairseq.tasks import FairseqTask
 
 from fairseq_local import ownership
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import struct
 
 import numpy as np
 
-from fairseq_local.errors import InputFileError
+from fairseq_local_core.errors import InputFileError
 
 logger = logging.getLogger(__name__)
 

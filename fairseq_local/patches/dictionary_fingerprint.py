@@ -21,7 +21,7 @@ patch has no fingerprint and is used as before (its size is still checked by fai
 
 Next to them (``corpus``) a checkpoint trained on a data directory made by ``scripts/preprocess.sh``
 stores that directory and its corpus fingerprint (the training text's hash, from ``corpus.json``:
-:mod:`fairseq_local.data.corpus_manifest`).  Dictionaries can match across corpora (the same
+:mod:`fairseq_local_core.corpus_manifest`).  Dictionaries can match across corpora (the same
 sentencepiece model, a shared vocabulary): decoding or resuming with the data directory of another
 corpus is then a warning naming both (not an error: the model can decode it).
 """
@@ -33,8 +33,8 @@ import os
 from fairseq.trainer import Trainer
 
 from fairseq_local import ownership
-from fairseq_local.data import corpus_manifest
-from fairseq_local.errors import CheckpointError
+from fairseq_local_core import corpus_manifest
+from fairseq_local_core.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
 

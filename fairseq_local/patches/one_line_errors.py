@@ -1,4 +1,4 @@
-"""Print a user error (:class:`fairseq_local.errors.UserError`) as one line, exit status 2.
+"""Print a user error (:class:`fairseq_local_core.errors.UserError`) as one line, exit status 2.
 
 What it changes: ``sys.excepthook`` and Hydra's ``JobReturn.return_value``.  For whom: errors of
 the plugin's own kind (``UserError``) only; every other exception reaches the previous hook, as
@@ -17,7 +17,7 @@ Python's (or Hydra's) full traceback.
 """
 import sys
 
-from fairseq_local.errors import prog_name, report
+from fairseq_local_core.errors import prog_name, report
 
 _STATE = {}
 

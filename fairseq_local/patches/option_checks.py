@@ -31,7 +31,7 @@ which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches. 
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
-  :class:`~fairseq_local.errors.ConfigError`; a YAML key the model does not have (Hydra's
+  :class:`~fairseq_local_core.errors.ConfigError`; a YAML key the model does not have (Hydra's
   ``ConfigKeyError``) names the key and the closest option.  A recurrent language model that
   carries its state across windows (the parallel-cell and MC-RNN LMs) built for another task than
   ``stateful_language_modeling`` gets a warning naming that task.  One of our language models built
@@ -63,7 +63,7 @@ from fairseq_local.config_checks import (
     unknown_key,
 )
 from fairseq_local import ownership
-from fairseq_local.errors import ConfigError, UserError
+from fairseq_local_core.errors import ConfigError, UserError
 from fairseq_local.patches.checkpoint_fit import _CONTEXT
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
 

@@ -43,7 +43,7 @@ import logging
 import sys
 import types
 
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

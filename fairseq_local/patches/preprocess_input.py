@@ -5,7 +5,7 @@ fairseq_local`` (text without blank lines binarizes byte for byte as in fairseq)
 
 fairseq binarizes a blank line as a sentence without a word (only ``</s>``), silently.
 ``scripts/preprocess.sh`` checks its inputs; run directly, fairseq-preprocess gets the same checks
-(:mod:`fairseq_local.data.blank_lines`) for every file it reads (``--trainpref``, ``--validpref``,
+(:mod:`fairseq_local_core.blank_lines`) for every file it reads (``--trainpref``, ``--validpref``,
 ``--testpref``, each language): a translation pair with one blank side is one error naming the
 file and line (exit status 2, nothing binarized); pairs blank on both sides, and blank lines of an
 ``--only-source`` corpus, are one warning per file with their count and first line numbers.
@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 
-from fairseq_local.data.blank_lines import check_blank
+from fairseq_local_core.blank_lines import check_blank
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from fairseq.distributed import utils as distributed_utils
 
 from fairseq_local import ownership
 from fairseq_local.config_checks import finished_run
-from fairseq_local.errors import ConfigError, prog_name
+from fairseq_local_core.errors import ConfigError, prog_name
 from fairseq_local.save_dir_lock import lock_for
-from fairseq_local.file_io import checkpoint_listing
+from fairseq_local_core.file_io import checkpoint_listing
 
 DEFAULT_RESTORE = "checkpoint_last.pt"
 _STATE = {}

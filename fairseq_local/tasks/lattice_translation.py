@@ -24,7 +24,7 @@ from fairseq.data import data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_local.data.lattice import SEGMENTERS, LatticeBuilder, read_input, unpack
+from fairseq_local_core.lattice import SEGMENTERS, LatticeBuilder, read_input, unpack
 from fairseq_local.data.lattice_dataset import (
     LatticeBatch,
     LatticeDataset,
@@ -34,7 +34,7 @@ from fairseq_local.data.lattice_dataset import (
     load_lattice_dataset,
 )
 from fairseq_local.data.text_input import input_where, lowercase_input
-from fairseq_local.errors import ConfigError, InputFileError
+from fairseq_local_core.errors import ConfigError, InputFileError
 
 
 @dataclass
@@ -93,7 +93,7 @@ class LatticeTranslationTask(TranslationTask):
     def input_lattice(self, line: str, where: str = "input"):
         """The lattice of one input sentence of ``fairseq-interactive`` or the hub: a line in the
         lattice text format, or a raw sentence segmented with ``--lattice-segmenters``; ``None`` for
-        a blank line (see :func:`fairseq_local.data.lattice.read_input`).  When the training text
+        a blank line (see :func:`fairseq_local_core.lattice.read_input`).  When the training text
         was lowercased (see :func:`fairseq_local.data.text_input.lowercase_input`), so
         is the input."""
         return read_input(lowercase_input(line, self.src_dict), lambda: self.lattice_builder, where)

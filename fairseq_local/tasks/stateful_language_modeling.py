@@ -61,7 +61,7 @@ from omegaconf import II, MISSING
 
 from fairseq_local.data.stateful_bptt_dataset import (StatefulBPTTDataset, concatenate_lines,
                                                       variable_bptt_lengths)
-from fairseq_local.errors import ConfigError
+from fairseq_local_core.errors import ConfigError
 from fairseq_local.modules.fast_path import FastPathMixin
 from fairseq_local.optim.nt_asgd import NTASGDDriver
 

@@ -21,7 +21,7 @@ from typing import Dict, List
 
 import torch
 
-from fairseq_local import file_io
+from fairseq_local_core import file_io
 from fairseq_local_repro.analysis.figures import save_png
 
 FLOWS = ("cc", "ca", "ac", "aa")  # decoder path, encoder path (c = CNN, a = SAN), as in Eq. 8

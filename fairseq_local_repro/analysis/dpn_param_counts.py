@@ -79,7 +79,7 @@ def main(argv=None):
     for arch, n, alt, paper in rows:
         print(f"{arch:<32}{n / 1e6:>9.2f}M{alt / 1e6:>16.2f}M{'' if paper is None else f'{paper / 1e6:.2f}M':>10}")
     if args.json:
-        from fairseq_local.file_io import write_json
+        from fairseq_local_core.file_io import write_json
 
         write_json(args.json, {a: {"params": n, "fairseq_reading": alt, "paper": paper} for a, n, alt, paper in rows},
                    indent=2)

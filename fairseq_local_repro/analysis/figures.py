@@ -1,5 +1,5 @@
-"""Figures of the analyses, written atomically (``fairseq_local/file_io.py``)."""
-from fairseq_local.file_io import atomic_open
+"""Figures of the analyses, written atomically (``fairseq_local_core/file_io.py``)."""
+from fairseq_local_core.file_io import atomic_open
 
 
 def save_png(fig, path: str, **savefig_kwargs):

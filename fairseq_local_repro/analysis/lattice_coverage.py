@@ -14,7 +14,7 @@ import argparse
 
 import numpy as np
 
-from fairseq_local.data.lattice import read_lattices
+from fairseq_local_core.lattice import read_lattices
 
 
 def coverage(lattices, vocab) -> float:

@@ -16,7 +16,7 @@ import sys
 import torch
 
 import fairseq_local  # noqa: F401
-from fairseq_local.data.lattice import Lattice, LatticeBuilder
+from fairseq_local_core.lattice import Lattice, LatticeBuilder
 from fairseq_local.data.lattice_dataset import collate_lattices, pack_lattices
 from fairseq_local_repro.analysis.figures import save_png
 

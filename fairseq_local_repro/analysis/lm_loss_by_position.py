@@ -21,7 +21,7 @@ import sys
 from collections import OrderedDict
 from typing import Dict, List, Sequence, Tuple
 
-from fairseq_local.file_io import write_json
+from fairseq_local_core.file_io import write_json
 from fairseq_local_repro.evaluate import word_logprobs
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 from collections import OrderedDict
 
-from fairseq_local.file_io import write_lines
+from fairseq_local_core.file_io import write_lines
 from fairseq_local_repro.analysis.figures import save_png
 
 

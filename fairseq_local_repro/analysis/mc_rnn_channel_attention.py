@@ -19,7 +19,7 @@ import torch
 import fairseq_local  # noqa: F401
 from fairseq_local.safe_loading import load_model_checked
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
-from fairseq_local.file_io import write_lines
+from fairseq_local_core.file_io import write_lines
 from fairseq_local_repro.analysis.figures import save_png
 
 

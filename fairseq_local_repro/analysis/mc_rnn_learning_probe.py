@@ -40,7 +40,7 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from fairseq_local.modules.multi_channel_rnn import MultiChannelRNNLayer
-from fairseq_local.file_io import write_json
+from fairseq_local_core.file_io import write_json
 
 
 # ---- data --------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from fairseq_local.errors import InputFileError
-from fairseq_local.file_io import write_json
+from fairseq_local_core.errors import InputFileError
+from fairseq_local_core.file_io import write_json
 from fairseq_local_repro.analysis.figures import save_png
 
 

@@ -41,7 +41,7 @@ import time
 
 import torch
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local_repro.bench_entries import ENTRIES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

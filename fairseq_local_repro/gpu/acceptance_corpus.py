@@ -31,8 +31,8 @@ import numpy as np
 from fairseq import options
 from fairseq_cli import preprocess
 
-from fairseq_local.data.lattice import merge_tokenizations
-from fairseq_local.file_io import read_json, write_json, write_lines
+from fairseq_local_core.lattice import merge_tokenizations
+from fairseq_local_core.file_io import read_json, write_json, write_lines
 from fairseq_local_repro.tools import preprocess_lattices
 
 # the tool's constants (shared/tools/iwslt_like_lengths.py)

@@ -31,7 +31,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from fairseq_cli import train as fairseq_train
 
-from fairseq_local.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json
 from fairseq_local.modules import fast_path
 
 

@@ -122,7 +122,7 @@ def main(argv=None):
     report["seconds"] = clock.seconds_since(t0)
     text = json.dumps(report, indent=2)
     if a.json:
-        from fairseq_local.file_io import write_text
+        from fairseq_local_core.file_io import write_text
 
         write_text(a.json, text + "\n")
     print(text)
@@ -223,7 +223,7 @@ def random_lattices(seed, lengths):
     have 1 to 3 incoming edges and words span 1 to n characters), and its vocabulary size."""
     import torch
 
-    from fairseq_local.data.lattice import merge_tokenizations
+    from fairseq_local_core.lattice import merge_tokenizations
     from fairseq_local.data.lattice_dataset import collate_lattices
 
     g = torch.Generator().manual_seed(seed)

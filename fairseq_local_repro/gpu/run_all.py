@@ -35,35 +35,20 @@ import io
 import json
 import os
 import re
-import resource
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 
 from fairseq_local_repro import clock
 from fairseq_local_repro.bench_entries import ENTRIES
+from fairseq_local_repro.gpu.runner import REPO, Run, children_cpu_seconds, shown, write_json
+from fairseq_local_repro.gpu.startup_runs import run_startup
+from fairseq_local_repro.gpu.train_runs import run_precision, run_train
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# the modules each part runs (python -m MODULE), the code of scripts/bench.py, scripts/startup_cost.py
-# and scripts/gpu/check_install.py
+# the modules each part runs (python -m MODULE), the code of scripts/bench.py and scripts/gpu/check_install.py
 BENCH = "fairseq_local_repro.bench"
-STARTUP = "fairseq_local_repro.startup"
 CHECK_INSTALL = "fairseq_local_repro.gpu.check_install"
-
-# --part startup: the start-up cost of --rnn-impl (scripts/startup_cost.py: one training step per batch
-# shape, five shapes in three time buckets) for one model of every family with the option, sizes of
-# the docs' "Speed" sections; the compiled runs last (their compilation takes longest)
-STARTUP_RUNS = [
-    dict(name="mc_rnn3", args="--arch mc_rnn_iwslt_de_en_3"),
-    dict(name="parallel_lm648_wide3", args="--task language_modeling --arch parallel_lstm_lm --arch-args "
-                                           "'--wide 3 --decoder-hidden-size 648 --decoder-embed-dim 648 --decoder-layers 2' "
-                                           "--vocab 10000 --shapes 32x35,48x35,20x35,64x20,40x12"),
-    dict(name="gencnn", args="--task language_modeling --arch gencnn_paper --shapes 32x50,48x40,20x50,64x20,40x12"),
-    dict(name="dpn_s2s", args="--arch dpn_s2s_iwslt_de_en"),
-]
-STARTUP_IMPLS = ("eager,cuda-graphs", "compiled")
 
 # batch sizes and step counts: GPU-sized on cuda; cpu (--cpu): what one core measures in about
 # twenty minutes for the comparisons marked cpu; --tiny: the least that exercises every code path
@@ -189,16 +174,10 @@ def bench_argv(entry, dtype, args, json_path=None):
             pruned += [tok, val]
     argv = own + pruned + ["--device", args.device, "--dtype", dtype]
     if entry.get("data"):
-        argv += ["--data", _shown(os.path.join(args.data, entry["data"]))]
+        argv += ["--data", shown(os.path.join(args.data, entry["data"]))]
     if json_path:
         argv += ["--json", json_path]
     return argv
-
-
-def _shown(path):
-    """A path as a command shows it: relative to the repository when inside it (bench.py runs there)."""
-    rel = os.path.relpath(os.path.abspath(path), REPO)
-    return path if rel.startswith("..") else rel
 
 
 def check_entry(entry, args):
@@ -242,53 +221,6 @@ def _cuda():
     return torch.cuda.is_available()
 
 
-class Run:
-    def __init__(self, args):
-        self.args = args
-        self.t0 = time.time()
-        self.deadline = self.t0 + 60 * args.budget_minutes
-        os.makedirs(args.out, exist_ok=True)
-        self.log = open(os.path.join(args.out, "run_all.log"), "a", encoding="utf-8")
-        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + self.env.get("PATH", "")
-        if args.cpu:
-            self.env.setdefault("OMP_NUM_THREADS", "1")
-            self.env.setdefault("MKL_NUM_THREADS", "1")
-
-    def left(self):
-        return self.deadline - time.time()
-
-    def say(self, msg):
-        line = f"[{time.strftime('%H:%M:%S')} +{time.time() - self.t0:5.0f}s] {msg}"
-        print(line, flush=True)
-        self.log.write(line + "\n")
-        self.log.flush()
-
-    def sh(self, cmd, timeout):
-        """Run ``cmd``; its output goes to run_all.log.  Returns (returncode or None on timeout, tail)."""
-        tmp = tempfile.gettempdir() + os.sep
-        shown = ["python" if c == sys.executable else "$TMP/" + c[len(tmp):] if c.startswith(tmp)
-                 else _shown(c) if os.path.isabs(c) else c for c in map(str, cmd)]
-        self.say("$ " + shlex.join(shown))  # paths inside the checkout relative to it, as it runs there
-        try:
-            proc = subprocess.run([str(c) for c in cmd], env=self.env, cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, timeout=max(1.0, timeout))
-            out, rc = proc.stdout, proc.returncode
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            out += f"\nrun_all: timed out after {timeout:.0f} s\n"
-            rc = None
-        self.log.write(out)
-        self.log.flush()
-        return rc, "\n".join(out.strip().splitlines()[-6:])
-
-
-def write_json(path, obj):
-    from fairseq_local.file_io import write_json as write
-
-    write(path, obj, indent=2)
-
-
 def run_bench(run, args):
     results = []
     # a --part fastpath call keeps its own file, so that it never replaces a --part bench result
@@ -308,7 +240,7 @@ def run_bench(run, args):
                 elif time.time() >= stop_at:
                     rec.update(status="skipped", reason="out of time (--budget-minutes)")
                 else:
-                    load, cpu, t = os.getloadavg()[0], _children_cpu_seconds(), time.time()
+                    load, cpu, t = os.getloadavg()[0], children_cpu_seconds(), time.time()
                     rc, tail = run.sh([sys.executable, "-m", BENCH] + argv + ["--json", jpath],
                                       timeout=min(args.per_run_timeout, run.deadline - time.time()))
                     rec["seconds"] = clock.seconds(time.time() - t)
@@ -332,7 +264,7 @@ def run_bench(run, args):
                         machine["entries"].append({
                             "name": entry["name"], "dtype": dtype, "status": rec["status"],
                             "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2),
-                            "cpu_seconds": clock.seconds(_children_cpu_seconds() - cpu), "wall_seconds": rec["seconds"],
+                            "cpu_seconds": clock.seconds(children_cpu_seconds() - cpu), "wall_seconds": rec["seconds"],
                             "torch_threads": rec.get("result", {}).get("torch_threads")})
                         write_json(os.path.join(args.out, "check.json"), machine)
                 run.say(f"bench {entry['name']} {dtype}: {rec['status']}"
@@ -356,71 +288,6 @@ def run_check(run, args):
     return rc
 
 
-def startup_argv(run_spec, impls, args):
-    argv = shlex.split(run_spec["args"]) + ["--impls", impls, "--device", args.device]
-    if args.tiny:  # the least that runs every code path: tiny models, two small shapes
-        lm = "language_modeling" in run_spec["args"]
-        argv += ["--shapes", "2x5,3x4" if lm else "2x5x6,3x4x5", "--vocab", "100"]
-        if "--arch-args" not in run_spec["args"]:
-            argv += ["--arch-args", TINY_STARTUP.get(run_spec["name"], "")]
-    return argv
-
-
-TINY_STARTUP = {
-    "mc_rnn3": "--encoder-embed-dim 8 --encoder-hidden-size 8 --decoder-embed-dim 8 --decoder-hidden-size 8 "
-               "--attention-dim 8",
-    "gencnn": "--decoder-embed-dim 6 --alpha-length 6 --beta-length 4 --alpha-layers (2,3,3),(2,2,2) "
-              "--beta-layers (2,3,0),(1,3,0) --fc-dim 8",
-    "dpn_s2s": "--encoder-embed-dim 8 --decoder-embed-dim 8 --encoder-conv-dim 8 --decoder-conv-dim 8 "
-               "--encoder-ffn-embed-dim 16 --decoder-ffn-embed-dim 16 --encoder-attention-heads 2 "
-               "--decoder-attention-heads 2",
-}
-
-
-def run_startup(run, args):
-    """scripts/startup_cost.py for every STARTUP_RUNS model, eager and cuda-graphs first, compiled after
-    (each its own process, time-boxed); OUT/startup.json is rewritten after every run."""
-    path = os.path.join(args.out, "startup.json")
-    results = []
-    with tempfile.TemporaryDirectory(prefix="run_all_startup_") as tmp:
-        for impls in STARTUP_IMPLS:
-            for spec in (s for s in STARTUP_RUNS if args.only_re.search(s["name"])):
-                if args.cpu and not args.tiny and "cuda-graphs" in impls:
-                    impls_here = "eager"  # on CPU cuda-graphs is eager
-                else:
-                    impls_here = impls
-                argv = startup_argv(spec, impls_here, args)
-                if args.tiny and spec["name"] == "parallel_lm648_wide3":
-                    argv[argv.index("--arch-args") + 1] = "--wide 2 --decoder-hidden-size 8 --decoder-embed-dim 8"
-                rec = {"name": spec["name"], "impls": impls_here,
-                       "command": "python scripts/startup_cost.py " + shlex.join(argv)}
-                if run.left() <= 5:
-                    rec.update(status="skipped", reason="out of time (--budget-minutes)")
-                else:
-                    jpath = os.path.join(tmp, f"{spec['name']}.{impls_here}.json")
-                    t = time.time()
-                    rc, tail = run.sh([sys.executable, "-m", STARTUP] + argv + ["--json", jpath],
-                                      timeout=min(args.per_run_timeout, run.left()))
-                    rec["seconds"] = clock.seconds(time.time() - t)
-                    if rc == 0 and os.path.isfile(jpath):
-                        with open(jpath, encoding="utf-8") as f:
-                            rec.update(status="ok", result=json.load(f))
-                    else:
-                        rec.update(status="timeout" if rc is None else "failed", error=tail)
-                run.say(f"startup {spec['name']} {impls_here}: {rec['status']}" + "".join(
-                    f"; {impl} {t['seconds']} s, {t['kernels']} kernels, {t['graphs_captured']} graphs"
-                    for impl, t in rec.get("result", {}).get("totals", {}).items()))
-                results.append(rec)
-                write_json(path, {"device": args.device, "tiny": args.tiny, "runs": results})
-    return results
-
-
-def _children_cpu_seconds():
-    """User + system CPU seconds of the finished child processes (the bench.py runs)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def cpu_machine(args, env):
     """The machine description of a CPU run (OUT/check.json): processor, versions, threads, the
     command, --machine-note; run_bench adds each comparison's 1-minute load average before and
@@ -430,7 +297,7 @@ def cpu_machine(args, env):
     from fairseq_local_repro.bench import cpu_model
     from fairseq_local_repro.gpu import check_install
 
-    command = ["python", "scripts/gpu/run_all.py"] + [_shown(a) if a == args.out else a for a in args.argv]
+    command = ["python", "scripts/gpu/run_all.py"] + [shown(a) if a == args.out else a for a in args.argv]
     report = {"device": "cpu", "cpu_model": cpu_model(), "logical_cpus": os.cpu_count(),
               "cpu_capability": torch.backends.cpu.get_cpu_capability(), **check_install.versions(),
               "profile": profile_of(args), "command": shlex.join(command),
@@ -438,127 +305,6 @@ def cpu_machine(args, env):
               "note": args.machine_note, "entries": []}
     write_json(os.path.join(args.out, "check.json"), report)
     return report
-
-
-def run_train(run, args):
-    path = os.path.join(args.out, "train.json")
-    archs = args.train_archs.split()
-    data = args.train_data
-    report = {"data": data, "archs": {}, "dtype": args.train_dtype}
-    if not os.path.isfile(os.path.join(data, "dict.en.txt")) and not args.tiny:
-        report["status"] = f"skipped: no binarized data in {data} (scripts/gpu/prepare_data.sh)"
-        write_json(path, report)
-        return report
-    margin = 30 if args.tiny else 75  # decoding + scoring per arch, start-up
-    minutes_each = (run.left() - margin * len(archs)) / 60 / len(archs)
-    if minutes_each < (0.05 if args.tiny else 1.0):
-        report["status"] = "skipped: out of time (--budget-minutes)"
-        write_json(path, report)
-        return report
-    report["minutes_each"] = round(minutes_each, 2)
-    with tempfile.TemporaryDirectory(prefix="run_all_train_") as tmp:
-        for arch in archs:
-            save = os.path.join(tmp, arch)
-            rec, rc, tail = fairseq_train(run, args, arch, save, minutes_each,
-                                          ["--bf16"] if args.train_dtype == "bf16" else [])
-            ckpt = os.path.join(save, "checkpoint_last.pt")
-            if rc != 0 or not os.path.isfile(ckpt):
-                rec.update(status="failed", error=tail)
-            else:
-                gen = os.path.join(tmp, f"gen_{arch}")
-                rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", data, "--path",
-                                   ckpt, "--out", gen, "--subset", "valid", "--beam", "5"],
-                                  timeout=max(90, run.left() + 45))  # may use the budget's slack
-                score = os.path.join(tmp, f"bleu_{arch}.json")
-                if rc == 0:
-                    rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
-                                       os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.tok.txt"),
-                                       "--tokenize", "none", "--json", score], timeout=120)
-                if rc == 0 and os.path.isfile(score):
-                    with open(score, encoding="utf-8") as f:
-                        rec["valid_bleu"] = json.load(f)
-                    rec["status"] = "ok"
-                else:
-                    rec.update(status="failed", error=tail)
-            report["archs"][arch] = rec
-            run.say(f"train {arch}: {rec['status']}, {rec.get('num_updates')} updates")
-            write_json(path, report)
-    report["status"] = "ok" if all(r["status"] == "ok" for r in report["archs"].values()) else "failed"
-    write_json(path, report)
-    return report
-
-
-def fairseq_train(run, args, arch, save, minutes, extra):
-    """One time-boxed fairseq-train on --train-data; returns (record, returncode, output tail)."""
-    cmd = ["fairseq-train", args.train_data, "--user-dir", os.path.join(REPO, "fairseq_local"), "--arch", arch,
-           *shlex.split(args.train_args), *extra, "--stop-time-hours", f"{minutes / 60:.5f}",
-           "--max-epoch", "1000", "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "json",
-           "--log-interval", "50", "--num-workers", "0"]
-    if args.cpu:
-        cmd.append("--cpu")
-    t = time.time()
-    rc, tail = run.sh(cmd, timeout=60 * minutes + 120)
-    rec = {"command": " ".join(shlex.quote(str(c)) for c in cmd), "train_seconds": clock.seconds(time.time() - t)}
-    rec.update(_train_stats(run.log.name, arch))
-    return rec, rc, tail
-
-
-def run_precision(run, args):
-    """--precision-arch trained for --precision-updates updates in fp32 and with fairseq's --bf16
-    (same seed, data order and options): the issue asks for bf16 within 1% of fp32's loss."""
-    path = os.path.join(args.out, "precision.json")
-    arch = args.precision_arch
-    report = {"arch": arch, "data": args.train_data, "updates": args.precision_updates, "runs": {}}
-    if not os.path.isfile(os.path.join(args.train_data, "dict.en.txt")) and not args.tiny:
-        report["status"] = f"skipped: no binarized data in {args.train_data} (scripts/gpu/prepare_data.sh)"
-        write_json(path, report)
-        return report
-    minutes_each = (run.left() - (10 if args.tiny else 30) * 2) / 60 / 2
-    if minutes_each < (0.05 if args.tiny else 1.0):
-        report["status"] = "skipped: out of time (--budget-minutes)"
-        write_json(path, report)
-        return report
-    with tempfile.TemporaryDirectory(prefix="run_all_precision_") as tmp:
-        for dtype, extra in (("fp32", []), ("bf16", ["--bf16"])):
-            rec, rc, tail = fairseq_train(run, args, arch, os.path.join(tmp, dtype), minutes_each,
-                                          extra + ["--max-update", str(args.precision_updates)])
-            rec["status"] = "ok" if rc == 0 else "failed"
-            if rc != 0:
-                rec["error"] = tail
-            report["runs"][dtype] = rec
-            run.say(f"precision {arch} {dtype}: {rec['status']}, {rec.get('num_updates')} updates")
-            write_json(path, report)
-    a, b = report["runs"]["fp32"], report["runs"]["bf16"]
-    if a["status"] == b["status"] == "ok" and a.get("valid_loss_per_epoch") and b.get("valid_loss_per_epoch"):
-        va, vb = a["valid_loss_per_epoch"][-1], b["valid_loss_per_epoch"][-1]
-        report["valid_loss_rel_diff"] = (vb - va) / va
-        report["same_updates"] = a.get("num_updates") == b.get("num_updates") == args.precision_updates
-        report["meets_goal"] = report["same_updates"] and abs(report["valid_loss_rel_diff"]) <= 0.01
-        report["status"] = "ok"
-    else:
-        report["status"] = "failed"
-    write_json(path, report)
-    return report
-
-
-def _train_stats(log_path, arch):
-    """Updates, words/s and valid losses of the last fairseq-train in the log (--log-format json)."""
-    with open(log_path, encoding="utf-8") as f:
-        text = f.read()
-    text = text[text.rfind(f"--arch {arch}"):]
-    stats, valid = {}, []
-    for m in re.finditer(r"\| (train|valid) \| (\{.*\})", text):
-        try:
-            d = json.loads(m.group(2))
-        except json.JSONDecodeError:
-            continue
-        if m.group(1) == "train":
-            stats.update(num_updates=int(d.get("train_num_updates", 0)), train_wps=float(d.get("train_wps", 0)),
-                         train_loss=float(d.get("train_loss", "nan")), epochs=int(d.get("epoch", 0)))
-        else:
-            valid.append(float(d.get("valid_loss", "nan")))
-    stats["valid_loss_per_epoch"] = valid
-    return stats
 
 
 def summary(args, bench, train, precision=None):

@@ -10,7 +10,7 @@ not a silently shorter file.  OUT is written atomically.
 import os
 import sys
 
-from fairseq_local_repro.text.plugin import plugin_module
+from fairseq_local_core import file_io
 
 PROG = "gen_text.py"
 
@@ -70,7 +70,6 @@ def main(argv=None):
         first = missing[0] if missing else extra[0]
         fail(f"{path}: {len(texts)} {field}- lines for {n} sentences (first {'missing' if missing else 'unexpected'}"
              f" id {first}); generation lost or added sentences")
-    file_io = plugin_module("file_io")
     try:
         file_io.write_lines(out, (texts[i] for i in range(n)))
     except file_io.DiskFullError as e:  # OUT: no space left on device (OUT left as it was)

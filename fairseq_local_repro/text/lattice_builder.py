@@ -1,19 +1,18 @@
 """Building lattice files in parallel (scripts/build_lattices.py): the pool's workers and its map.
 
-The plugin's lattice code (``fairseq_local/data/lattice.py``: the format, the segmenters and
-``LatticeBuilder``) is loaded without torch or fairseq (:mod:`fairseq_local_repro.text.plugin`).
+The plugin's lattice code (``fairseq_local_core/lattice.py``: the format, the segmenters and
+``LatticeBuilder``) imports without torch or fairseq.
 The workers live in this importable module so that a multiprocessing pool can pickle them by name.
 """
 import sys
 
-from fairseq_local_repro.text.plugin import plugin_module
+from fairseq_local_core import file_io, lattice
 
-lattice = plugin_module("data.lattice")
 LatticeError = lattice.LatticeError
 
 def write_lines(path: str, lines):
-    """One line per item, written atomically (``fairseq_local/file_io.py``)."""
-    plugin_module("file_io").write_lines(path, lines)
+    """One line per item, written atomically (``fairseq_local_core/file_io.py``)."""
+    file_io.write_lines(path, lines)
 
 
 def merge_item(item):

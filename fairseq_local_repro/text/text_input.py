@@ -25,15 +25,14 @@ to the first word of a reference or a lattice.  Standard library only (no fairse
 import argparse
 import sys
 
-from fairseq_local_repro.text.plugin import plugin_module
+from fairseq_local_core import blank_lines as blank
+from fairseq_local_core.errors import InputFileError
 
 CHUNK = 16 * 1024 * 1024
 
 
-class TextInputError(ValueError):
+class TextInputError(InputFileError):
     """A missing, empty or non-UTF-8 text file; the message names the file and line."""
-
-    is_user_error = True  # fairseq_local.errors prints it as one line
 
 
 def _bad_utf8(path, lineno, line: bytes, err: UnicodeDecodeError) -> TextInputError:
@@ -112,16 +111,15 @@ def has_text(path) -> bool:
     return False
 
 
-_BLANK = plugin_module("data.blank_lines")  # the checks fairseq-preprocess gets from the plugin too
-blank_pairs, blank_lines = _BLANK.blank_pairs, _BLANK.blank_lines
+blank_pairs, blank_lines = blank.blank_pairs, blank.blank_lines  # the checks fairseq-preprocess gets too
 
 
 def check_blank(pairs=(), files=()):
     """Warnings (lines) for blank lines that fairseq binarizes as sentences without a word; raises
-    :class:`TextInputError` for a pair with one blank side (:mod:`fairseq_local.data.blank_lines`)."""
+    :class:`TextInputError` for a pair with one blank side (:mod:`fairseq_local_core.blank_lines`)."""
     try:
-        return _BLANK.check_blank(pairs, files)
-    except _BLANK.BlankLineError as err:
+        return blank.check_blank(pairs, files)
+    except blank.BlankLineError as err:
         raise TextInputError(str(err)) from None
 
 

@@ -26,7 +26,7 @@ PROG = "average_checkpoints.py"
 
 def _plugin():
     import fairseq_local  # noqa: F401  (allow-list, one-line error hook)
-    from fairseq_local.errors import CheckpointError, ConfigError
+    from fairseq_local_core.errors import CheckpointError, ConfigError
 
     return CheckpointError, ConfigError
 
@@ -100,7 +100,7 @@ def average_checkpoints(inputs):
 
 def save_atomic(state, path):
     import torch
-    from fairseq_local.file_io import atomic_open
+    from fairseq_local_core.file_io import atomic_open
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with atomic_open(path, "wb", fsync=True) as f:
@@ -136,7 +136,7 @@ def main(argv=None):
         if not os.path.isfile(path):
             sys.exit(f"{PROG}: error: checkpoint '{path}' does not exist")
     print(f"averaging {len(inputs)} checkpoints: {' '.join(inputs)}", file=sys.stderr)
-    from fairseq_local.file_io import sigterm_as_interrupt
+    from fairseq_local_core.file_io import sigterm_as_interrupt
 
     try:  # Ctrl-C or kill: no temporary file left, --output as it was
         with sigterm_as_interrupt():

@@ -1,4 +1,4 @@
-"""Build word lattices (fairseq_local/data/lattice.py format) from Chinese text.
+"""Build word lattices (fairseq_local_core/lattice.py format) from Chinese text.
 
 Segment raw text with several segmenters and merge (the first segmenter gives the primary path):
 
@@ -19,7 +19,7 @@ written to a temporary file and renamed only when complete (Ctrl-C: one line, no
 The segmenters run one after the other over the whole input (each loaded once, used, then
 released, so memory holds one segmenter's model at a time: thulac's is the largest), with a
 progress bar per segmenter on a terminal; the tokenizations are then merged line by line.  Only
-``fairseq_local/data/lattice.py`` (numpy) is loaded, not torch or fairseq.
+``fairseq_local_core/lattice.py`` (numpy) is loaded, not torch or fairseq.
 """
 import argparse
 import gc
@@ -33,7 +33,7 @@ from fairseq_local_repro.text.text_input import TextInputError, read_lines
 # jieba imports setuptools' deprecated pkg_resources; nothing a user of this script can change
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
 
-lattice = lattice_builder.lattice  # fairseq_local/data/lattice.py without torch or fairseq
+lattice = lattice_builder.lattice  # fairseq_local_core/lattice.py without torch or fairseq
 LatticeError, SEGMENTERS = lattice.LatticeError, lattice.SEGMENTERS
 
 def _progress(items, total, desc):

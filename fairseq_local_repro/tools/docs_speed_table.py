@@ -30,7 +30,7 @@ import sys
 from typing import Dict, List, Optional
 
 from fairseq_local_repro.bench_entries import ENTRIES  # the comparisons and their multiply-add ceilings
-from fairseq_local_repro.gpu import report
+from fairseq_local_repro.gpu import hours, report
 from fairseq_local_repro.gpu.report import command as _command, fmt as _fmt, machine as _machine, wrap as _wrap
 
 REPO = report.REPO
@@ -224,9 +224,9 @@ def _reproduce(family: str) -> str:
 
 
 # name -> (renderer, page or pages); the GPU page's sections and docs/gpu.md's hours table come from
-# fairseq_local_repro.gpu.report
+# fairseq_local_repro.gpu.report and .hours
 RESULTS = {"mc_rnn_multi30k_updates": (_mc_rnn_multi30k_updates, "docs/mc_rnn.md"),
-           **{name: ((lambda fn=fn: fn(REPO)), pages) for name, (fn, pages) in report.SECTIONS.items()}}
+           **{name: ((lambda fn=fn: fn(REPO)), pages) for name, (fn, pages) in {**report.SECTIONS, **hours.SECTIONS}.items()}}
 # every published reproduction is quoted on its family's page
 for _path in sorted(glob.glob(os.path.join(REPO, "docs", "results", "reproduce", "*", "comparison.json"))):
     _family = os.path.basename(os.path.dirname(_path))
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
         if current == body:
             continue
         if args.write:
-            from fairseq_local.file_io import write_text
+            from fairseq_local_core.file_io import write_text
 
             write_text(path, replace(text, begin, body))
             print(f"{page}: {begin} rewritten")

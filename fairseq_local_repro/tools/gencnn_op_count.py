@@ -21,7 +21,7 @@ import warnings
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from fairseq_local.file_io import write_json
+from fairseq_local_core.file_io import write_json
 from fairseq_local_repro import bench
 
 # operators that only make tensor metadata (views, allocation): no kernel

@@ -30,7 +30,7 @@ import tempfile
 def _count_lines(path):
     """Lines of a UTF-8 file (a last line without newline counts); LatticeError naming the first
     non-UTF-8 line."""
-    from fairseq_local.data.lattice import LatticeError
+    from fairseq_local_core.lattice import LatticeError
     from fairseq_local_repro.text.text_input import TextInputError, scan
 
     try:
@@ -136,7 +136,7 @@ def main(argv=None):
     or SIGTERM (the temporary folder removed, ``--destdir`` as it was)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parse_args(argv)  # -h, unknown options and bad values: argparse's usage and one line, before any import
-    from fairseq_local.file_io import sigterm_as_interrupt
+    from fairseq_local_core.file_io import sigterm_as_interrupt
 
     try:
         with sigterm_as_interrupt():
@@ -153,16 +153,16 @@ def preprocess(argv=None):
     from fairseq import options, tasks
     from fairseq_cli import preprocess as fp
 
-    from fairseq_local.data.lattice import LatticeError, read_lattices
+    from fairseq_local_core.lattice import LatticeError, read_lattices
     from fairseq_local_repro.text.text_input import has_text
     from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 
     parser = options.get_preprocessing_parser()
     parser.set_defaults(nwordssrc=50000, nwordstgt=50000, dataset_impl="mmap")
     args = parser.parse_args(argv)
-    from fairseq_local.errors import ConfigError
+    from fairseq_local_core.errors import ConfigError
     from fairseq_local.config_checks import check_preprocess_options
-    from fairseq_local.file_io import NotOursError, OutputInUseError, check_ours, claim, mark_ours
+    from fairseq_local_core.file_io import NotOursError, OutputInUseError, check_ours, claim, mark_ours
 
     try:
         check_preprocess_options(args)  # --nwordssrc 0 would keep every word

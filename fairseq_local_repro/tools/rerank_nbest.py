@@ -30,8 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from fairseq_local_core import file_io
 from fairseq_local_repro.text import text_input
-from fairseq_local_repro.text.plugin import plugin_module
 
 
 class NbestError(ValueError):
@@ -232,7 +232,7 @@ def run(args, scorer=None) -> Dict[str, float]:
         results["test_after"] = corpus_bleu(chosen, t_refs, args.sacrebleu_tokenize)
         rows.append(("test", results["test_before"], results["test_after"]))
         if args.output:
-            plugin_module("file_io").write_lines(args.output, chosen)
+            file_io.write_lines(args.output, chosen)
     print(f"{'set':6} {'BLEU before':>12} {'BLEU after':>11} {'delta':>7}")
     for name, before, after in rows:
         print(f"{name:6} {before:12.2f} {after:11.2f} {after - before:+7.2f}")

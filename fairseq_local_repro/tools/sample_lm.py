@@ -107,7 +107,7 @@ def main(argv=None):
         for k, (text, score) in enumerate(sample(hub, prompt, args.num_samples, args, args.seed + i)):
             lines.append(f"S-{i}-{k}\t{score:.4f}\t{text}")
     if args.output:
-        from fairseq_local.file_io import write_lines
+        from fairseq_local_core.file_io import write_lines
 
         write_lines(args.output, lines)
     else:

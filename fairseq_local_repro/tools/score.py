@@ -29,8 +29,8 @@ import os
 import re
 import sys
 
+from fairseq_local_core import corpus_manifest, file_io
 from fairseq_local_repro.text import normal_form, text_input
-from fairseq_local_repro.text.plugin import plugin_module
 
 PROG = "score.py"
 
@@ -179,7 +179,6 @@ def in_normal_form(hyp_path, hyps, ref_paths, refs):
 
 def write_scores(path, s):
     """The scores as JSON at ``path``, atomically; on a full disk the earlier file is left as it was."""
-    file_io = plugin_module("file_io")
     try:
         file_io.write_json(path, s, indent=2)
     except file_io.DiskFullError as e:
@@ -193,13 +192,12 @@ def check_corpus(hyp_path, ref_paths, lowercase):
     """Hypotheses of scripts/generate.sh (its ``gen.json`` beside them) against a reference that is
     another split's or the source side's raw file of their corpus (``corpus.json``): one line naming
     both; a reference the corpus does not know, or cased BLEU of a lowercased corpus: a note
-    (:func:`fairseq_local.data.corpus_manifest.check_reference`)."""
-    manifest = plugin_module("data.corpus_manifest")
+    (:func:`fairseq_local_core.corpus_manifest.check_reference`)."""
     notes = []
     for path in ref_paths:
         try:
-            notes += [n for n in manifest.check_reference(hyp_path, path, lowercase) if n not in notes]
-        except manifest.CorpusManifestError as err:
+            notes += [n for n in corpus_manifest.check_reference(hyp_path, path, lowercase) if n not in notes]
+        except corpus_manifest.CorpusManifestError as err:
             fail(str(err))
     for note in notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)

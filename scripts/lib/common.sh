@@ -119,7 +119,7 @@ full_disk() {  # full_disk PATH: true when the file system of PATH (or of its ne
   avail=$(df -Pk "$p" 2>/dev/null | awk 'NR == 2 { print $4 }'); [ "${avail:-1}" = 0 ]
 }
 claim_output() {  # claim_output DIR WHAT [--check-ours [--marker NAME]...]: DIR (the option WHAT names) is this
-  #   script's until it ends (fairseq_local/file_io.py's claim: a lock file named by DIR's real path, held
+  #   script's until it ends (fairseq_local_core/file_io.py's claim: a lock file named by DIR's real path, held
   #   through an open descriptor, naming the script's pid); a second run on DIR is one line naming DIR and the
   #   holder.  --check-ours: an existing non-empty DIR that no tool made (no .fairseq-local, no NAME in it) is
   #   one line, DIR left as it is

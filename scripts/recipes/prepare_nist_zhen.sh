@@ -141,8 +141,7 @@ if [ "$MODE" = bpe ] || [ "$MODE" = both ]; then
         --segmenters jieba --workers "$WORKERS"
     $PY -c "
 import sys
-from fairseq_local_repro.text.plugin import plugin_module
-read_lattices = plugin_module('data.lattice').read_lattices
+from fairseq_local_core.lattice import read_lattices
 print(''.join(' '.join(l.path_words()) + '\n' for l in read_lattices(sys.argv[1])), end='')" "$S/$n.lat" > "$S/$n.zh.tmp"
     mv "$S/$n.zh.tmp" "$S/$n.zh"
     ln -sf "$OUT/raw/$n.tok.en" "$S/$n.en"

@@ -1,12 +1,12 @@
 """Contract spec of the lattice family: a tiny synthetic Chinese lattice corpus, binarized by
-scripts/preprocess_lattices.py, and every lattice_rnnsearch arch shrunk to a few thousand params."""
+fairseq_local_repro.tools.preprocess_lattices, and every lattice_rnnsearch arch shrunk to a few thousand params."""
 import hashlib
-import importlib.util
 import random
 from pathlib import Path
 from typing import List, Tuple
 
-from contract_lib import REPO, ContractSpec
+from contract_lib import ContractSpec
+from fairseq_local_repro.tools import preprocess_lattices
 
 CJK = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
 
@@ -21,7 +21,7 @@ def _zh(word: str, rng_seed: str) -> str:
 def synthetic_lattice_lines(n: int, seed: int = 0) -> Tuple[List[str], List[str]]:
     """(lattice lines, target lines): each source sentence merges three tokenizations (words;
     first characters split off; adjacent short words joined), like three segmentation standards."""
-    from fairseq_local.data.lattice import merge_tokenizations
+    from fairseq_local_core.lattice import merge_tokenizations
     from fairseq_local.data.synthetic import SyntheticTranslationCorpus
 
     corpus = SyntheticTranslationCorpus(seed=seed, max_len=9)
@@ -43,13 +43,6 @@ def synthetic_lattice_lines(n: int, seed: int = 0) -> Tuple[List[str], List[str]
     return lats, tgts
 
 
-def _preprocess_lattices():
-    spec = importlib.util.spec_from_file_location("preprocess_lattices", REPO / "scripts" / "preprocess_lattices.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def make_lattice_data(tmp: Path, n_train=48, n_valid=8, seed=0):
     raw = tmp / "raw"
     raw.mkdir(parents=True, exist_ok=True)
@@ -58,7 +51,7 @@ def make_lattice_data(tmp: Path, n_train=48, n_valid=8, seed=0):
         (raw / f"{split}.zh").write_text("".join(x + "\n" for x in lats), encoding="utf-8")
         (raw / f"{split}.en").write_text("".join(x + "\n" for x in tgts), encoding="utf-8")
     out = tmp / "bin"
-    rc = _preprocess_lattices().main([
+    rc = preprocess_lattices.main([
         "--source-lang", "zh", "--target-lang", "en", "--trainpref", str(raw / "train"),
         "--validpref", str(raw / "valid"), "--testpref", str(raw / "test"), "--destdir", str(out),
         "--workers", "1"])

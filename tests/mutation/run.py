@@ -80,7 +80,7 @@ MODULES: Dict[str, Module] = {
         ["tests/test_lattice_gru_reference.py"],
         "lattice composition g (Eq. 21 / max pooling) and the GRU cell (Eq. 12-15)"),
     "lattice_data": Module(
-        {"fairseq_local/data/lattice.py": ALL, "fairseq_local_repro/text/lattice_builder.py": ALL},
+        {"fairseq_local_core/lattice.py": ALL, "fairseq_local_repro/text/lattice_builder.py": ALL},
         # tests/test_lattice.py (the scripts, dataset and task end to end, minutes a run) is left
         # out: the fast files check every function of lattice.py and lattice_builder.py value by value
         ["tests/test_lattice_data.py", "tests/test_lattice_builder.py"],
@@ -387,7 +387,7 @@ def main(argv=None) -> int:
                          "no_tests": r.count("no tests"), "equivalent": len(r.equivalent),
                          "timeout": r.count("timeout"), "kill_rate": r.kill_rate, "seconds": r.seconds,
                          "error": r.error, "survivors": sorted(r.diffs)} for r in results}
-        from fairseq_local.file_io import atomic_open
+        from fairseq_local_core.file_io import atomic_open
 
         with atomic_open(args.json) as f:
             json.dump(data, f, indent=1, ensure_ascii=False)

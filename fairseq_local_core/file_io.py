@@ -17,9 +17,8 @@ until the process (or, for a shell script, the script's open file descriptor) en
 is one line naming the folder and the holder.  A folder a tool made holds :data:`OURS`
 (:func:`mark_ours`); :func:`check_ours` refuses to replace an existing folder without it.
 
-This module imports nothing beyond the standard library.
+Standard library only.
 """
-import argparse
 import contextlib
 import errno
 import fcntl
@@ -30,22 +29,20 @@ import os
 import re
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import uuid
 from typing import Any, Iterable, Iterator, IO
 
+from fairseq_local_core.errors import UserError
+
 TMP_RE = re.compile(r"^\..+\.fairseq-local-\d+-[0-9a-f]{8}\.tmp$")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class DiskFullError(OSError):
+class DiskFullError(UserError, OSError):
     """No room left for ``filename`` (the destination, not the temporary file): one line,
-    ``FILE: no space left on device``, printed by ``fairseq_local.errors`` as a user error."""
-
-    is_user_error = True  # fairseq_local.errors: one line, exit status 2 (this module imports no plugin code)
-    exit_code = 2
+    ``FILE: no space left on device``, printed by ``fairseq_local_core.errors`` as a user error."""
 
     def __init__(self, filename: str, code: int = errno.ENOSPC):
         super().__init__(code, os.strerror(code), filename)
@@ -182,18 +179,12 @@ _HELD = {}  # realpath(lock file) -> fd held for the life of the process
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
-class OutputInUseError(RuntimeError):
+class OutputInUseError(UserError, RuntimeError):
     """Another live run holds the claim on an output folder."""
 
-    is_user_error = True
-    exit_code = 2
 
-
-class NotOursError(RuntimeError):
+class NotOursError(UserError, RuntimeError):
     """An existing folder that no tool of the plugin made would be replaced."""
-
-    is_user_error = True
-    exit_code = 2
 
 
 def lock_path(folder: str, create: bool = False) -> str:
@@ -296,37 +287,3 @@ def check_ours(folder: str, what: str, markers=()):
 def mark_ours(folder: str, tool: str):
     """Mark ``folder`` as made by ``tool`` (:func:`check_ours` lets a later run replace it)."""
     write_text(os.path.join(folder, OURS), f"made by {tool}; a later run of it may replace this folder\n")
-
-
-def main(argv=None) -> int:
-    """The shell scripts' door (``python -m fairseq_local_repro.text.output_claim``):
-    ``lock-path DIR``; ``claim DIR --what OPT --fd N --pid PID [--check-ours [--marker NAME]...]``;
-    ``mark DIR --tool NAME``."""
-    p = argparse.ArgumentParser(prog="output_claim")
-    p.add_argument("--prog", default="output_claim")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("lock-path").add_argument("folder")
-    c = sub.add_parser("claim")
-    c.add_argument("folder")
-    c.add_argument("--what", required=True)
-    c.add_argument("--fd", type=int, required=True)
-    c.add_argument("--pid", type=int, required=True)
-    c.add_argument("--check-ours", action="store_true")
-    c.add_argument("--marker", action="append", default=[])
-    m = sub.add_parser("mark")
-    m.add_argument("folder")
-    m.add_argument("--tool", required=True)
-    a = p.parse_args(argv)
-    try:
-        if a.cmd == "lock-path":
-            print(lock_path(a.folder, create=True))
-        elif a.cmd == "claim":
-            claim(a.folder, a.what, run=f"{a.prog} run", fd=a.fd, pid=a.pid)
-            if a.check_ours:
-                check_ours(a.folder, a.what, a.marker)
-        else:
-            mark_ours(a.folder, a.tool)
-    except (OutputInUseError, NotOursError) as err:
-        print(f"{a.prog}: error: {err}", file=sys.stderr)
-        return 2
-    return 0

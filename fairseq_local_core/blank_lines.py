@@ -11,13 +11,13 @@ keep) are one warning line each, naming the lines (:func:`check_blank`).
 ``fairseq_local/patches/preprocess_input.py`` checks what ``fairseq-preprocess`` is given directly.
 Standard library only.
 """
+from fairseq_local_core.errors import InputFileError
+
 BOM = "\ufeff"
 
 
-class BlankLineError(ValueError):
+class BlankLineError(InputFileError):
     """A pair with one blank side; the message names the file and line."""
-
-    is_user_error = True  # fairseq_local.errors prints it as one line
 
 
 def _blank(line: bytes) -> bool:

@@ -22,7 +22,6 @@ class UserError(Exception):
     """Bad input or options; the message (one line) names the file, line or option."""
 
     exit_code = 2
-    is_user_error = True  # modules that cannot import this one mark their error classes the same way
 
 
 class ConfigError(UserError, ValueError):
@@ -43,7 +42,7 @@ def _marker(cls) -> str:
 
 def one_line(exc: BaseException) -> Optional[str]:
     """The message a CLI prints for ``exc`` as its one error line, or None for a bug."""
-    if isinstance(exc, UserError) or getattr(type(exc), "is_user_error", False):
+    if isinstance(exc, UserError):
         return " ".join(str(exc).split("\n"))
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a write outside file_io's
         what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on device"

@@ -28,11 +28,11 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fairseq_local_core.errors import InputFileError
 
-class LatticeError(ValueError):
+
+class LatticeError(InputFileError):
     """A malformed lattice, tokenization or lattice file; the message names file and line."""
-
-    is_user_error = True  # fairseq_local.errors prints it as one line (status 2)
 
 
 def _where(where: str, msg: str) -> str:
