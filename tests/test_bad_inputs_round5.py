@@ -15,7 +15,7 @@ import pytest
 
 from contract_lib import REPO
 from doc_snippets import doc_files, extract_blocks, simple_commands
-from fairseq_local import file_io
+from fairseq_local_core import file_io
 from fairseq_local.config_checks import HELP_POINTER
 from fairseq_local_repro.bench_entries import ENTRIES
 from fairseq_local_repro.tools import preprocess_lattices
