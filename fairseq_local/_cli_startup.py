@@ -241,12 +241,47 @@ def _exit(prog, msg):
     os._exit(EXIT_STATUS)
 
 
+# the plugin's error handlers (patches/one_line_errors.py, :func:`add_error_handler`): each
+# ``handler(exc, hydra)`` runs before this module's own messages and may end the process
+_HANDLERS = []
+
+
 def _excepthook(exc_type, exc, tb):
+    for handler in _HANDLERS:
+        handler(exc, False)
     wanted = isinstance(exc, Exception) and not os.environ.get("HYDRA_FULL_ERROR")  # Hydra's switch for tracebacks
-    msg = message(exc, _STATE["prog"]) if wanted else None
+    msg = message(exc, _STATE["prog"]) if wanted and "prog" in _STATE else None
     if msg is not None:
         _exit(_STATE["prog"], msg)
     _STATE["excepthook"](exc_type, exc, tb)
+
+
+_excepthook.fairseq_local_handlers = _HANDLERS
+
+
+def add_error_handler(handler):
+    """Run ``handler(exc, hydra)`` first for an exception that ends the program (``sys.excepthook``)
+    or a failed Hydra job (``JobReturn.return_value``, ``hydra=True``), in this process whether or
+    not it is a fairseq CLI (a notebook, a test, ``python -c``): the plugin's one-line errors
+    (``patches/one_line_errors.py``).  This module owns both hooks: where the ``.pth`` line loaded it
+    (its own copy, not the package's module) and installed them, the handler joins that copy's list."""
+    handlers = getattr(sys.excepthook, "fairseq_local_handlers", None)
+    if handlers is None:
+        _STATE["excepthook"] = sys.excepthook
+        sys.excepthook = _excepthook
+        handlers = _HANDLERS
+    if all(h is not handler for h in handlers):
+        handlers.append(handler)
+    try:
+        from hydra.core.utils import JobReturn
+    except ImportError:  # pragma: no cover - Hydra is a fairseq dependency
+        return
+    prop = JobReturn.__dict__.get("return_value")
+    job_handlers = getattr(getattr(prop, "fget", None), "fairseq_local_handlers", None)
+    if job_handlers is None:
+        _wrap_job_return(handlers)
+    elif all(h is not handler for h in job_handlers):
+        job_handlers.append(handler)
 
 
 def _wrap_hydra():
@@ -270,29 +305,32 @@ def _wrap_hydra():
 
     run_and_report._fairseq_local = True
     hydra_utils.run_and_report = run_and_report
-    _wrap_job_return()
+    _wrap_job_return(_HANDLERS)
 
 
-def _wrap_job_return():
+def _wrap_job_return(handlers):
     """Hydra reads a failed job's exception from ``JobReturn.return_value``, which first writes
     ``Error executing job with overrides: [...]``; for an exception that has our one line, that
     line would come before ours, so it is ours alone (``HYDRA_FULL_ERROR=1`` keeps Hydra's report
-    and its traceback).  The plugin's own wrapper (``patches/one_line_errors.py``), installed later
-    around this one, answers its user errors first."""
+    and its traceback).  The plugin's handlers (``handlers``, :func:`add_error_handler`) answer its
+    user errors first."""
     from hydra.core.utils import JobReturn, JobStatus
 
     prop = JobReturn.__dict__.get("return_value")
-    if prop is None or getattr(prop.fget, "_fairseq_local_startup", False):
+    if prop is None or getattr(prop.fget, "fairseq_local_handlers", None) is not None:
         return
 
     def return_value(self):
-        if self.status == JobStatus.FAILED and not os.environ.get("HYDRA_FULL_ERROR"):
-            msg = message(self._return_value, _STATE["prog"])
-            if msg is not None:
-                _exit(_STATE["prog"], msg)
+        if self.status == JobStatus.FAILED:
+            for handler in handlers:
+                handler(self._return_value, True)
+            if "prog" in _STATE and not os.environ.get("HYDRA_FULL_ERROR"):
+                msg = message(self._return_value, _STATE["prog"])
+                if msg is not None:
+                    _exit(_STATE["prog"], msg)
         return prop.fget(self)
 
-    return_value._fairseq_local_startup = True
+    return_value.fairseq_local_handlers = handlers
     JobReturn.return_value = property(return_value, prop.fset)
 
 
@@ -303,8 +341,9 @@ def install(argv=None, orig_argv=None):
     if prog is None or "prog" in _STATE:
         return prog
     _STATE["prog"] = prog
-    _STATE["excepthook"] = sys.excepthook
-    sys.excepthook = _excepthook
+    if sys.excepthook is not _excepthook:
+        _STATE["excepthook"] = sys.excepthook
+        sys.excepthook = _excepthook
     if "hydra" in prog:
         argv[1:] = model_overrides(argv[1:])
         _quiet_hydra()

@@ -17,6 +17,8 @@ torch, and :func:`install` also wraps fairseq's ``load_checkpoint_to_cpu`` so th
 one line naming the checkpoint and the offending global.  The wrapper also checks the file first
 (:func:`check_integrity`: empty, truncated, or a CRC-32 mismatch from a flipped bit), so a damaged
 file is one line "FILE is not a complete checkpoint (...)" rather than zip or pickle internals.
+That wrapper is the one on ``load_checkpoint_to_cpu``: the checks of ``patches/checkpoint_fit.py``
+run as its layer (:mod:`fairseq_local.hook_points`), around the safe load.
 :func:`require_model` lets a tool that needs one kind of model (an LM, an MC-RNN...) say which
 arch a checkpoint holds and which one it needs.
 """
@@ -35,6 +37,7 @@ import zlib
 import numpy as np
 import torch
 
+from fairseq_local import hook_points
 from fairseq_local_core.errors import CheckpointError, UserError, prog_name
 
 __all__ = ["SAFE_GLOBALS", "install", "UnsafeCheckpointError", "safe_load", "check_integrity",
@@ -224,8 +227,7 @@ def _wrap_fairseq_loader():
     if getattr(original, "_fairseq_local_wrapped", False):
         return
 
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):
+    def checked(path, *args, **kwargs):
         if not _is_local(path):
             return original(path, *args, **kwargs)
         try:
@@ -236,6 +238,10 @@ def _wrap_fairseq_loader():
         if not isinstance(state, dict) or "model" not in state:
             raise not_complete(path, "no 'model' entry: not a fairseq checkpoint")
         return state
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):  # the layers of the checkpoint checks around it
+        return hook_points.run(hook_points.LOAD_CHECKPOINT_TO_CPU, checked, path, *args, **kwargs)
 
     load_checkpoint_to_cpu._fairseq_local_wrapped = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu

@@ -22,7 +22,7 @@ from fairseq_local.config_checks import check_data_fits_task
 from fairseq_local_core import corpus_manifest as cm
 from fairseq_local.hub import from_pretrained
 from fairseq_local_core.errors import CheckpointError, ConfigError
-from fairseq_local.patches import dictionary_fingerprint
+from fairseq_local.data import checkpoint_dictionaries
 from fairseq_local.safe_loading import safe_load
 from fairseq_local_repro.tools import score
 from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
@@ -256,7 +256,7 @@ def test_checkpoint_stores_its_corpus(two_corpora):
 
 def test_decoding_with_another_corpus_warns_naming_both(two_corpora, caplog):
     path, data, other = two_corpora
-    dictionary_fingerprint._WARNED.clear()
+    checkpoint_dictionaries.forget_warnings()
     assert _load(path, data, caplog) == []  # its own corpus: nothing
     here, there = cm.read(str(data))["corpus"], cm.read(str(other))["corpus"]
     assert _load(path, other, caplog) == [

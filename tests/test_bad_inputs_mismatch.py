@@ -201,7 +201,7 @@ def test_generate_max_tokens_smaller_than_a_sentence(capsys, mt):
 def test_checkpoint_stores_its_dictionaries(mt):
     from fairseq.data import Dictionary
 
-    from fairseq_local.patches.dictionary_fingerprint import fingerprint
+    from fairseq_local.data.checkpoint_dictionaries import fingerprint
 
     data_dir, _, ckpt = mt
     stored = torch.load(ckpt, weights_only=True)["extra_state"]["dictionaries"]

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from contract_lib import REPO
 from fairseq_local_core import file_io
 from fairseq_local.config_checks import check_common_options, finished_run
-from fairseq_local.patches import option_checks
+from fairseq_local.patches import shared_targets
 from test_bad_inputs import BIN, ENV, assert_one_line, call, run
 
 SCRIPTS = REPO / "scripts"
@@ -154,7 +154,7 @@ def test_train_main_checks_options_after_importing_the_plugin(capsys, group, key
     from fairseq.dataclass.configs import FairseqConfig
     from fairseq_cli import train
 
-    option_checks.install()  # as in the CLIs: fairseq_cli.train is imported before the plugin
+    shared_targets.install()  # as in the CLIs: fairseq_cli.train is imported before the plugin
     cfg = OmegaConf.structured(FairseqConfig())
     OmegaConf.update(cfg, f"{group}.{key}", value, merge=False)
     code, err = call(capsys, train.add_defaults, cfg)

@@ -361,3 +361,60 @@ def test_long_sentence_message_fits_the_model_that_hit_it(learned):
         assert isinstance(e.value, ConfigError) and str(e.value).startswith(
             "Size of sample #1 is invalid (=(9, 9)) since max_positions=(7, 7) (source and target tokens; "
             "--max-source-positions / --max-target-positions): Sequential has no learned position embeddings, so raise them")
+
+
+def _our_frames(fn):
+    """The functions of fairseq_local that ``fn()`` calls (by their file and name)."""
+    root = str(Path(fairseq_local.__file__).parent)
+    seen = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            seen.add(f"{frame.f_code.co_filename[len(root) + 1:]}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_fairseqs_lstm_runs_no_code_of_ours():
+    """fairseq's ``lstm`` model (forward and backward) and torch's RNNs run no function of the plugin;
+    our own layer does (the check sees it)."""
+    from fairseq.data import Dictionary
+    from fairseq.models.lstm import LSTMDecoder, LSTMEncoder, LSTMModel
+    from fairseq_local.modules.torch_rnn_layer import TorchRNNLayer
+
+    dictionary = Dictionary()
+    for word in "abcd":
+        dictionary.add_symbol(word)
+    torch.manual_seed(0)
+    model = LSTMModel(LSTMEncoder(dictionary, embed_dim=8, hidden_size=8),
+                      LSTMDecoder(dictionary, embed_dim=8, hidden_size=8, out_embed_dim=8, encoder_output_units=8))
+    tokens = torch.tensor([[4, 5, 6, 2], [1, 7, 5, 2]])
+
+    def fairseq_step():
+        out, _ = model(tokens, torch.tensor([4, 3]), tokens)
+        out.sum().backward()
+        for cell in ("LSTM", "GRU", "RNN"):
+            rnn_out, _ = getattr(torch.nn, cell)(3, 4)(torch.randn(5, 2, 3))
+            rnn_out.sum().backward()
+
+    assert _our_frames(fairseq_step) == set()
+    ours = TorchRNNLayer("lstm", 3, 4)
+    assert "modules/rnn_precision.py:forward" in _our_frames(lambda: ours(torch.randn(5, 2, 3), None, None))
+
+
+def test_loading_the_plugin_leaves_torchs_rnns_as_they_are():
+    """``torch.nn.LSTM/GRU/RNN.forward`` are torch's own after ``--user-dir fairseq_local`` loads the plugin."""
+    code = ("import sys, torch\nfrom argparse import Namespace\nfrom fairseq import utils\n"
+            "before = {c: getattr(torch.nn, c).forward for c in ('LSTM', 'GRU', 'RNN')}\n"
+            "utils.import_user_module(Namespace(user_dir=sys.argv[1]))\n"
+            "assert 'fairseq_local.patches' in sys.modules\n"
+            "print([c for c, f in before.items() if getattr(torch.nn, c).forward is not f])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(USER_DIR)], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -10,9 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fairseq.dataclass import initialize
+from fairseq.distributed import utils as distributed_utils
+from fairseq.tasks import FairseqTask
+from fairseq.trainer import Trainer
+
 import fairseq_local
 import fairseq_local_core
-from fairseq_local import patches
+from fairseq_local import hook_points, patches
+from fairseq_local.patches import shared_targets
 
 PACKAGE = Path(fairseq_local.__file__).parent
 CORE = Path(fairseq_local_core.__file__).parent
@@ -21,7 +27,8 @@ FOLDERS = ("data", "models", "modules", "tasks", "criterions", "optim", "patches
 # A folder is a floor; so is a top-level module.  Patches change fairseq's behaviour and nothing
 # imports them (fairseq_local/__init__.py installs them).  Below them all: fairseq_local_core.
 FLOORS = (
-    ("version", "_quiet", "safe_loading", "config_checks", "ownership", "save_dir_lock"),
+    ("version", "_quiet", "hook_points", "checkpoint_loads", "safe_loading", "config_checks", "ownership",
+     "save_dir_lock"),
     ("data",),
     ("modules",),
     ("models",),
@@ -243,32 +250,31 @@ def test_no_module_is_loaded_by_its_path():
 OUTSIDE_PATCHES = {
     # the start-up hook runs before fairseq is imported (it cannot live on a floor that imports fairseq)
     ("_cli_startup.py", "hydra._internal.utils.run_and_report"): "start-up hook: before fairseq",
+    # (it owns both hooks: patches/one_line_errors.py adds its handler there, add_error_handler)
     ("_cli_startup.py", "hydra.core.utils.JobReturn.return_value"): "start-up hook: before fairseq",
     ("_cli_startup.py", "sys.excepthook"): "start-up hook: before fairseq",
-    # safe loading is installed before the patches by fairseq_local/__init__.py (our own loads use it)
+    # safe loading is installed before the patches by fairseq_local/__init__.py (our own loads use it);
+    # it owns that hook point (checkpoint_fit's checks are its layer)
     ("safe_loading.py", "fairseq.checkpoint_utils.load_checkpoint_to_cpu"): "safe loading, installed first",
     # installed when a run builds this scheduler, on fairseq-train's module (see DEFERRED)
     ("optim/plateau_every_n_updates.py", "fairseq_cli.train.validate"): "the scheduler's own hook",
     # a setting, not a wrapper: torch.compile's recompile limit, raised for --rnn-impl compiled only
     ("modules/fast_path.py", "torch.<cfg>.<attr>"): "--rnn-impl compiled's recompile limit",
 }
-# targets that more than one file wraps (one wrapper inside the other), each with its reason
-WRAPPED_TWICE = {
-    "fairseq.checkpoint_utils.load_checkpoint_to_cpu": "safe_loading.py (every load) + checkpoint_fit.py",
-    "fairseq.trainer.Trainer.load_checkpoint": "checkpoint_fit.py (checks) + exact_resume.py (our runs)",
-    "fairseq.trainer.Trainer.save_checkpoint": "dictionary_fingerprint.py + exact_resume.py (our runs)",
-    "fairseq.distributed.utils.call_main": "option_checks.py + precision.py",
-    "hydra.core.utils.JobReturn.return_value": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
-    "sys.excepthook": "_cli_startup.py (CLIs) + one_line_errors.py (in-process)",
-    "sys.<module>.main": "fairseq_cli.preprocess.main: option_checks.py + preprocess_input.py",
-    "sys.<module>.add_defaults": "fairseq_cli.train.add_defaults: hydra_arch_defaults.py + option_checks.py (the "
-                                 "checks of every run under fairseq-hydra-train)",
-    "fairseq.tasks.FairseqTask.get_batch_iterator": "complete_batches.py (our tasks) + shape_plan_batching.py "
-                                                    "(our --rnn-impl cuda-graphs models)",
-    "fairseq.tasks.FairseqTask.build_generator": "option_checks.py + shape_plan_batching.py (the beam of our "
-                                                 "--rnn-impl cuda-graphs models)",
-    "fairseq.trainer.Trainer.get_train_iterator": "exact_resume.py (our runs) + shape_plan_batching.py (capture "
-                                                  "ahead for our --rnn-impl cuda-graphs models)",
+# A target that several behaviours change is wrapped by one module, which runs their layers
+# (fairseq_local/hook_points.py): the owner of each hook point, and the layers there in install order.
+POINT_OWNERS = {point: "patches/shared_targets.py" for point in hook_points.POINTS}
+POINT_OWNERS[hook_points.LOAD_CHECKPOINT_TO_CPU] = "safe_loading.py"  # installed before the patches
+LAYERS = {
+    hook_points.LOAD_CHECKPOINT_TO_CPU: ["checkpoint_fit"],
+    hook_points.TRAINER_LOAD_CHECKPOINT: ["checkpoint_fit", "exact_resume"],
+    hook_points.TRAINER_SAVE_CHECKPOINT: ["dictionary_fingerprint", "exact_resume"],
+    hook_points.TRAINER_GET_TRAIN_ITERATOR: ["shape_plan_batching", "exact_resume"],
+    hook_points.CALL_MAIN: ["option_checks", "precision"],
+    hook_points.ADD_DEFAULTS: ["option_checks", "hydra_arch_defaults"],
+    hook_points.PREPROCESS_MAIN: ["option_checks", "preprocess_input"],
+    hook_points.GET_BATCH_ITERATOR: ["complete_batches", "shape_plan_batching"],
+    hook_points.BUILD_GENERATOR: ["option_checks", "shape_plan_batching"],
 }
 
 
@@ -346,8 +352,28 @@ def test_assignments_into_other_libraries_live_in_patches_each_target_once():
     outside = {(rel, target) for target, rels in found.items() for rel in rels if not rel.startswith("patches/")}
     assert outside == set(OUTSIDE_PATCHES), (sorted(outside - set(OUTSIDE_PATCHES)),
                                              sorted(set(OUTSIDE_PATCHES) - outside))
-    twice = {target for target, rels in found.items() if len(rels) > 1}
-    assert twice == set(WRAPPED_TWICE), (sorted(twice - set(WRAPPED_TWICE)), sorted(set(WRAPPED_TWICE) - twice))
+    twice = {target: sorted(rels) for target, rels in found.items() if len(rels) > 1}
+    assert not twice, twice
+
+
+def test_each_hook_point_is_wrapped_by_its_owner_and_layered_in_install_order():
+    found = _all_foreign_assignments()
+    for point in hook_points.POINTS:
+        if point == hook_points.PREPROCESS_MAIN:  # wrapped on the module fairseq-preprocess imported
+            assert "sys.<preprocess>.main" in found and found["sys.<preprocess>.main"] == {POINT_OWNERS[point]}
+        else:
+            assert found[point] == {POINT_OWNERS[point]}, (point, found.get(point))
+        layers = [layer.__module__.rpartition(".")[2] for layer in hook_points.layers(point)]
+        assert layers == LAYERS[point], (point, layers)
+        order = [m.__name__.rpartition(".")[2] for m in patches.ORDER]
+        assert sorted(layers, key=order.index) == layers, point
+    for target in ("Trainer.load_checkpoint", "Trainer.save_checkpoint", "Trainer.get_train_iterator",
+                   "FairseqTask.get_batch_iterator", "FairseqTask.build_generator"):
+        owner, attr = target.split(".")
+        cls = Trainer if owner == "Trainer" else FairseqTask
+        assert shared_targets.wrapped_point(getattr(cls, attr)).endswith(target)
+    assert shared_targets.wrapped_point(distributed_utils.call_main) == hook_points.CALL_MAIN
+    assert shared_targets.wrapped_point(initialize.add_defaults) == hook_points.ADD_DEFAULTS
 
 
 def test_assignment_scan_finds_what_it_must():
@@ -360,3 +386,20 @@ def test_assignment_scan_finds_what_it_must():
         "torch.<cls>.forward", "sys.<m>.main", "fairseq.trainer.Trainer.x"]
     tuple_source = "from fairseq.trainer import Trainer\nTrainer.a, Trainer.b = f, g\n"
     assert _foreign_assignments(tuple_source) == ["fairseq.trainer.Trainer.a", "fairseq.trainer.Trainer.b"]
+
+
+def test_nothing_imports_a_patch_module():
+    """What two floors share lives on a lower floor: only the package's __init__.py (which installs
+    them) and patches/__init__.py import the patch modules."""
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in ("__init__.py", "patches/__init__.py"):
+            continue
+        found.update((rel, target) for target in _plugin_imports(ast.parse(path.read_text(encoding="utf-8")), rel)
+                     if target.startswith("patches/"))
+    repro = PACKAGE.parent / "fairseq_local_repro"
+    for path in sorted(repro.rglob("*.py")):
+        if "fairseq_local.patches" in path.read_text(encoding="utf-8"):
+            found.add((path.relative_to(repro.parent).as_posix(), "fairseq_local.patches"))
+    assert not found, sorted(found)

@@ -8,7 +8,8 @@ from fairseq_local.modules import amp  # noqa: F401
 from fairseq_local.modules import awd_dropout  # noqa: F401
 from fairseq_local.modules import stepwise_linear  # noqa: F401
 from fairseq_local.modules import rnn_attention  # noqa: F401  (imports fast_path)
-from fairseq_local.modules import torch_rnn_layer  # noqa: F401
+from fairseq_local.modules import rnn_precision  # noqa: F401
+from fairseq_local.modules import torch_rnn_layer  # noqa: F401  (imports rnn_precision)
 from fairseq_local.modules import multi_channel_rnn  # noqa: F401
 from fairseq_local.modules import parallel_cell_rnn  # noqa: F401
 from fairseq_local.modules import lattice_gru  # noqa: F401

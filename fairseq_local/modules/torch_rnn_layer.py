@@ -3,7 +3,8 @@
 Contract (see :mod:`fairseq_local.modules.recurrent_seq2seq`): ``forward(x[T,B,I], state,
 padding_mask[T,B]) -> (out[T,B,H], state)``; padded positions leave the state unchanged and output
 zeros.  Full sequences without padding go straight through the fused ``nn.LSTM``/``nn.GRU``
-kernel (cuDNN on GPU, MKL/oneDNN on CPU).  When every column's real tokens form one contiguous
+kernel (cuDNN on GPU, MKL/oneDNN on CPU; in float32 where this CPU lacks its bf16/fp16 kernel:
+:mod:`fairseq_local.modules.rnn_precision`).  When every column's real tokens form one contiguous
 run (left padding, right padding, or a flipped left-padded source in a backward encoder) the
 columns are shifted to start at 0, packed with ``pack_padded_sequence`` and shifted back, which
 is exact.  Any other mask runs a masked loop of torch's own cell steps (:meth:`TorchRNNLayer._step`),
@@ -17,6 +18,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from fairseq_local.modules import rnn_precision
 from fairseq_local.modules.amp import autocast_dtype
 from fairseq_local.modules.fast_path import FastPathMixin, in_trace, scan
 
@@ -36,7 +38,7 @@ class TorchRNNLayer(FastPathMixin, nn.Module):
         super().__init__()
         check_cell_type(cell)
         self.cell, self.input_size, self.hidden_size = cell, input_size, hidden_size
-        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[cell](input_size, hidden_size)
+        self.rnn = rnn_precision.CLASSES[cell](input_size, hidden_size)  # torch's, with the fp32 fallback
         for p in self.rnn.parameters():
             nn.init.uniform_(p, -init_scale, init_scale)
 

@@ -7,8 +7,15 @@ architectures and tasks train, resume, validate, generate and score bit for bit 
 plugin (``tests/test_plain_fairseq.py``).  Nothing imports a patch module to use its functions:
 what two floors share lives on a lower floor.
 
+Each target is wrapped once: a fairseq function that several behaviours change is wrapped by
+``shared_targets`` alone, and each behaviour module adds its *layer* there
+(:mod:`fairseq_local.hook_points`); the layers of one target run in install order, the first
+installed innermost (next to fairseq's function).
+
 :data:`ORDER` is the install order, and why each comes where it does:
 
+0. ``shared_targets``: the one wrapper on each shared target (it calls the layers at call time, so
+   it could come anywhere; first, so that every later module finds its targets in place).
 1. ``option_checks``: fairseq's model building (``fairseq.models.build_model``) records which models
    are ours, which every later, scoped patch asks; first, so that it is in place before anything
    builds a model.
@@ -43,10 +50,11 @@ from fairseq_local.patches import (
     precision,
     preprocess_input,
     shape_plan_batching,
+    shared_targets,
     training_paths,
 )
 
-ORDER = [option_checks, parser_errors, precision, hydra_arch_defaults, preprocess_input, complete_splits,
+ORDER = [shared_targets, option_checks, parser_errors, precision, hydra_arch_defaults, preprocess_input, complete_splits,
          complete_batches, shape_plan_batching, checkpoint_fit, dictionary_fingerprint, exact_resume, atomic_checkpoints,
          training_paths, interactive_input, hub_interface, one_line_errors]
 

@@ -1,7 +1,8 @@
 """A checkpoint given to a tool that cannot use it is one line naming the checkpoint and the fix.
 
-What it changes: ``checkpoint_utils.load_model_ensemble_and_task``, ``checkpoint_utils.load_checkpoint_to_cpu``
-(over :mod:`fairseq_local.safe_loading`'s) and ``Trainer.load_checkpoint``.  For whom: every load,
+What it changes: ``checkpoint_utils.load_model_ensemble_and_task``, and through layers
+(:mod:`fairseq_local.hook_points`) ``checkpoint_utils.load_checkpoint_to_cpu`` (around
+:mod:`fairseq_local.safe_loading`'s safe load) and ``Trainer.load_checkpoint``.  For whom: every load,
 fairseq's own models included: each check refuses only what fairseq would load wrongly or fail on
 (an ensemble whose members have other dictionaries of the same size is refused on purpose: it
 would decode with the wrong words); a checkpoint that fits loads as in fairseq.  Why:
@@ -26,7 +27,8 @@ so that, before any model is built:
 
 and a weight-shape mismatch names the checkpoint, the first mismatching parameter and the data
 directory whose dictionaries it does not fit; dictionaries of the same size but other entries are
-caught by their fingerprint (``dictionary_fingerprint.py``).  Without ``task`` (the hub) the
+caught by their fingerprint (:mod:`fairseq_local.data.checkpoint_dictionaries`).  The loads in progress,
+with what each is for, are :mod:`fairseq_local.checkpoint_loads`.  Without ``task`` (the hub) the
 checkpoint's own task is used: only the shape and fingerprint checks apply, against the task the
 hub sets up.
 
@@ -45,12 +47,12 @@ from fairseq import checkpoint_utils
 from fairseq.models import MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
 from fairseq.tasks.language_modeling import LanguageModelingTask
 from fairseq.tasks.translation import TranslationTask
-from fairseq.trainer import Trainer
 
+from fairseq_local import checkpoint_loads, hook_points
 from fairseq_local.config_checks import task_name
+from fairseq_local.data import checkpoint_dictionaries
 from fairseq_local_core.errors import CheckpointError, prog_name
 from fairseq_local_core.file_io import checkpoint_listing
-from fairseq_local.patches import dictionary_fingerprint
 from fairseq_local.safe_loading import state_model
 from fairseq_local.tasks.lattice_translation import LatticeTranslationTask
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask
@@ -58,7 +60,6 @@ from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModel
 logger = logging.getLogger(__name__)
 
 _STATE = {}
-_CONTEXT = []  # one entry per load in progress: {"task", "path"} (+ "train_task", "states")
 
 
 def check_exists(filename):
@@ -156,21 +157,18 @@ def install():
     if _STATE:
         return
     load_ensemble = checkpoint_utils.load_model_ensemble_and_task
-    load_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
-    trainer_load = Trainer.load_checkpoint
 
-    @functools.wraps(load_to_cpu)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):
+    def load_checkpoint_to_cpu(load_to_cpu, path, *args, **kwargs):
         state = load_to_cpu(path, *args, **kwargs)
-        if _CONTEXT:
-            context = _CONTEXT[-1]
+        context = checkpoint_loads.current()  # {"task", "path"} (+ "train_task", "states")
+        if context is not None:
             context["path"] = path
             context.setdefault("states", []).append((path, state))
             if context["task"] is not None:
                 check_fits_task(path, state, context["task"])
-                dictionary_fingerprint.check(path, state, context["task"])
+                checkpoint_dictionaries.check(path, state, context["task"])
             if context.get("train_task") is not None:
-                dictionary_fingerprint.check(path, state, context["train_task"])
+                checkpoint_dictionaries.check(path, state, context["train_task"])
         return state
 
     @functools.wraps(load_ensemble)
@@ -179,40 +177,35 @@ def install():
         if state is None and num_shards == 1 and not suffix:
             for filename in filenames:
                 check_exists(filename)
-        _CONTEXT.append({"task": task, "path": filenames[0] if filenames else None})
-        try:
-            if state is not None and task is not None and filenames:
-                check_fits_task(filenames[0], state, task)
-                dictionary_fingerprint.check(filenames[0], state, task)
-            out = load_ensemble(filenames, arg_overrides, task, strict, suffix, num_shards, state)
-            if task is None:  # the hub: the task set up from the checkpoint and data_name_or_path
-                data = (arg_overrides or {}).get("data")
-                for path, loaded in _CONTEXT[-1].get("states", []):
-                    dictionary_fingerprint.check(path, loaded, out[2], data)
-            return out
-        except RuntimeError as err:
-            if "Error(s) in loading state_dict" not in str(err):
-                raise
-            raise _state_dict_error(_CONTEXT[-1]["path"], task, err, arg_overrides) from None
-        finally:
-            _CONTEXT.pop()
+        with checkpoint_loads.loading(task=task, path=filenames[0] if filenames else None) as context:
+            try:
+                if state is not None and task is not None and filenames:
+                    check_fits_task(filenames[0], state, task)
+                    checkpoint_dictionaries.check(filenames[0], state, task)
+                out = load_ensemble(filenames, arg_overrides, task, strict, suffix, num_shards, state)
+                if task is None:  # the hub: the task set up from the checkpoint and data_name_or_path
+                    data = (arg_overrides or {}).get("data")
+                    for path, loaded in context.get("states", []):
+                        checkpoint_dictionaries.check(path, loaded, out[2], data)
+                return out
+            except RuntimeError as err:
+                if "Error(s) in loading state_dict" not in str(err):
+                    raise
+                raise _state_dict_error(context["path"], task, err, arg_overrides) from None
 
-    @functools.wraps(trainer_load)
-    def load_checkpoint(self, filename, *args, **kwargs):
-        _CONTEXT.append({"task": None, "train_task": self.task, "path": filename})
-        try:
-            return trainer_load(self, filename, *args, **kwargs)
-        except Exception as err:
-            cause = err.__context__
-            if type(err) is not Exception or not str(err).startswith("Cannot load model parameters") or \
-                    not isinstance(cause, RuntimeError):
-                raise
-            states = _CONTEXT[-1].get("states") or [(filename, None)]
-            raise _resume_error(filename, states[-1][1], self, cause) from None
-        finally:
-            _CONTEXT.pop()
+    def load_checkpoint(trainer_load, self, filename, *args, **kwargs):
+        with checkpoint_loads.loading(task=None, train_task=self.task, path=filename) as context:
+            try:
+                return trainer_load(self, filename, *args, **kwargs)
+            except Exception as err:
+                cause = err.__context__
+                if type(err) is not Exception or not str(err).startswith("Cannot load model parameters") or \
+                        not isinstance(cause, RuntimeError):
+                    raise
+                states = context.get("states") or [(filename, None)]
+                raise _resume_error(filename, states[-1][1], self, cause) from None
 
-    _STATE.update(load_ensemble=load_ensemble, load_to_cpu=load_to_cpu, trainer_load=trainer_load)
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    _STATE.update(load_ensemble=load_ensemble)
     checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
-    Trainer.load_checkpoint = load_checkpoint
+    hook_points.add(hook_points.LOAD_CHECKPOINT_TO_CPU, load_checkpoint_to_cpu)
+    hook_points.add(hook_points.TRAINER_LOAD_CHECKPOINT, load_checkpoint)

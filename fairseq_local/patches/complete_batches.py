@@ -1,7 +1,8 @@
 """Keep every sentence in fairseq's batches (fairseq issues #5036, #5351), for our models and tasks.
 
 What it changes: ``fairseq.data.data_utils.batch_by_size`` (and its module-level aliases),
-``FairseqTask.get_batch_iterator`` and ``FairseqTask.filter_indices_by_size``.  For whom: the
+``FairseqTask.get_batch_iterator`` (a layer of :mod:`fairseq_local.hook_points`) and
+``FairseqTask.filter_indices_by_size``.  For whom: the
 batches of a task of ours or of a task a model of ours was built for (:mod:`fairseq_local.ownership`:
 fairseq builds the model before it asks for batches); every other call is fairseq's code, so
 fairseq's own models batch, train and score exactly as in fairseq.  Where fairseq fails for every
@@ -43,7 +44,7 @@ from fairseq.data import data_utils
 from fairseq.modules import LearnedPositionalEmbedding
 from fairseq.tasks import FairseqTask
 
-from fairseq_local import ownership
+from fairseq_local import hook_points, ownership
 from fairseq_local_core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -137,12 +138,11 @@ def complete(batch_by_size):
 
 def _install_filter():
     """fairseq-train: training sentences longer than --max-tokens are skipped; all of them: one line."""
-    get_iterator, filter_by_size = FairseqTask.get_batch_iterator, FairseqTask.filter_indices_by_size
+    filter_by_size = FairseqTask.filter_indices_by_size
     if getattr(filter_by_size, _MARK, False):
         return
 
-    @functools.wraps(get_iterator)
-    def get_batch_iterator(self, dataset, *args, **kwargs):
+    def get_batch_iterator(get_iterator, self, dataset, *args, **kwargs):
         max_tokens = kwargs.get("max_tokens", args[0] if args else None)
         try:
             setattr(dataset, _MAX_TOKENS, max_tokens)
@@ -179,7 +179,7 @@ def _install_filter():
                           "model's --max-source-positions / --max-target-positions (or --tokens-per-sample)")
 
     setattr(filter_indices_by_size, _MARK, True)
-    FairseqTask.get_batch_iterator = get_batch_iterator
+    hook_points.add(hook_points.GET_BATCH_ITERATOR, get_batch_iterator)
     FairseqTask.filter_indices_by_size = filter_indices_by_size
 
 

@@ -10,12 +10,12 @@ A model's embedding and output rows are indexed by its dictionaries' entries.  f
 other dictionaries only when their size differs (``size mismatch`` in ``load_state_dict``): a
 checkpoint decoded with the dictionary of another corpus of the same size (two ``--nwords 8000``
 corpora, two sentencepiece models of one ``--bpe-size``) maps every word to another row and
-"translates" with exit status 0.  :func:`install` wraps ``Trainer.save_checkpoint`` to store, in
+"translates" with exit status 0.  :func:`install` layers ``Trainer.save_checkpoint`` (:mod:`fairseq_local.hook_points`) to store, in
 every checkpoint's extra state (``dictionaries``), the size and a SHA-256 of the entries in order
 of each dictionary of the task (``source`` and ``target``; a language model's input and output
 dictionaries).  Wherever a checkpoint meets a data directory (``fairseq-generate``,
 ``-interactive``, ``-eval-lm``, ``-validate``, the hub, resuming or fine-tuning in fairseq-train:
-see ``checkpoint_fit.py``), :func:`check` compares them with the task's dictionaries and stops
+see ``checkpoint_fit.py``), :func:`fairseq_local.data.checkpoint_dictionaries.check` compares them with the task's dictionaries and stops
 with one line naming the checkpoint and the data directory.  A checkpoint written before this
 patch has no fingerprint and is used as before (its size is still checked by fairseq).
 
@@ -25,152 +25,21 @@ stores that directory and its corpus fingerprint (the training text's hash, from
 sentencepiece model, a shared vocabulary): decoding or resuming with the data directory of another
 corpus is then a warning naming both (not an error: the model can decode it).
 """
-import functools
-import hashlib
 import logging
-import os
 
-from fairseq.trainer import Trainer
-
-from fairseq_local import ownership
-from fairseq_local_core import corpus_manifest
-from fairseq_local_core.errors import CheckpointError
+from fairseq_local import hook_points, ownership
+from fairseq_local.data.checkpoint_dictionaries import CORPUS_KEY, KEY, task_corpus, task_fingerprints
 
 logger = logging.getLogger(__name__)
 
-KEY = "dictionaries"
-CORPUS_KEY = "corpus"
-_WARNED = set()
 _STATE = {}
-
-
-def fingerprint(dictionary) -> dict:
-    """Size and SHA-256 of ``dictionary``'s entries in index order."""
-    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
-    return {"size": len(dictionary), "sha256": digest}
-
-
-def _pair(cfg):
-    """(source language, target language) of a task config (a dict, DictConfig or Namespace); Nones
-    where it names none."""
-    if cfg is None:
-        return None, None
-    get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
-    return get("source_lang", None), get("target_lang", None)
-
-
-def _dictionaries(task) -> dict:
-    out = {}
-    for side in ("source", "target"):
-        try:
-            dictionary = getattr(task, f"{side}_dictionary")
-        except (NotImplementedError, AttributeError):
-            dictionary = None
-        if dictionary is not None and hasattr(dictionary, "symbols"):
-            out[side] = dictionary
-    return out
-
-
-def task_fingerprints(task) -> dict:
-    """Each dictionary's fingerprint, with the language it is of when the task names one (a
-    translation task's ``--source-lang``/``--target-lang``, given or read from the data directory)."""
-    prints = {side: fingerprint(d) for side, d in _dictionaries(task).items()}
-    for side, lang in zip(("source", "target"), _pair(getattr(task, "cfg", None))):
-        if lang is not None and side in prints:
-            prints[side]["lang"] = lang
-    return prints
-
-
-def _dict_file(task, side) -> str:
-    """The dictionary file the task read for ``side`` (for the message)."""
-    cfg = getattr(task, "cfg", None)
-    lang = getattr(cfg, f"{side}_lang", None) if cfg is not None else None
-    return f"dict.{lang}.txt" if lang else "dict.txt"
-
-
-def stored(state, key=KEY) -> dict:
-    extra = state.get("extra_state") if isinstance(state, dict) else None
-    found = extra.get(key) if isinstance(extra, dict) else None
-    return found if isinstance(found, dict) else {}
-
-
-def task_corpus(task) -> dict:
-    """``{"data", "fingerprint"}`` of the data directory ``task`` reads, when it has a corpus.json."""
-    data = getattr(getattr(task, "cfg", None), "data", None)
-    if not data:
-        return {}
-    manifest = corpus_manifest.read(str(data))
-    if not manifest or not manifest.get("corpus"):
-        return {}
-    return {"data": os.path.abspath(corpus_manifest.first_data_dir(str(data))), "fingerprint": manifest["corpus"]}
-
-
-def check_corpus(path, state, data):
-    """Warn (once per checkpoint and data directory) when the checkpoint was trained on another corpus
-    than the one ``data`` was made from."""
-    saved = stored(state, CORPUS_KEY)
-    if not saved.get("fingerprint") or not data:
-        return
-    manifest = corpus_manifest.read(str(data))
-    here = (manifest or {}).get("corpus")
-    if not here or here == saved["fingerprint"] or (path, str(data)) in _WARNED:
-        return
-    _WARNED.add((path, str(data)))
-    logger.warning(f"{path} was trained on another corpus ({saved.get('data')}, corpus {saved['fingerprint'][:12]}) "
-                   f"than {corpus_manifest.first_data_dir(str(data))} was made from (corpus {here[:12]}): their "
-                   "dictionaries match, so it runs, but check that this is the data directory you mean")
-
-
-def check_direction(path, state, task):
-    """Raise :class:`CheckpointError` when ``task`` translates the other way round than the checkpoint
-    was trained to (``-s en -t de`` for a de -> en model).  With a joint BPE both languages share one
-    dictionary, so the dictionary check cannot see the swap, and the model would "translate" its
-    target language with exit status 0."""
-    saved = stored(state)
-    trained = tuple((saved.get(side) or {}).get("lang") for side in ("source", "target"))
-    asked = _pair(getattr(task, "cfg", None))
-    if None in trained or None in asked or trained == asked:
-        return
-    if asked == trained[::-1]:
-        raise CheckpointError(
-            f"{path} translates {trained[0]} -> {trained[1]}, but this task translates {asked[0]} -> {asked[1]} "
-            f"(--source-lang/-s, --target-lang/-t): give -s {trained[0]} -t {trained[1]}, or a checkpoint "
-            f"trained {asked[0]} -> {asked[1]}")
-
-
-def check(path, state, task, data=None):
-    """Raise :class:`CheckpointError` when a dictionary of ``task`` has the size of the one the
-    checkpoint ``state`` was trained with but other entries (a different size is left to the
-    weight-shape check, which names the mismatching parameter), or when ``task`` translates the
-    other way round (:func:`check_direction`)."""
-    saved = stored(state)
-    if task is None:
-        return
-    check_direction(path, state, task)
-    data = data or getattr(getattr(task, "cfg", None), "data", None)
-    same_sizes = True
-    for side, dictionary in _dictionaries(task).items():
-        want = saved.get(side)
-        if not isinstance(want, dict) or want.get("size") != len(dictionary):
-            same_sizes = same_sizes and not isinstance(want, dict)
-            continue
-        if fingerprint(dictionary)["sha256"] != want.get("sha256"):
-            where = f"{data}/{_dict_file(task, side)}" if data else f"this task's {side} dictionary"
-            raise CheckpointError(
-                f"{path} was trained with another {side} dictionary than {where}: both have {len(dictionary)} "
-                "entries, but not the same ones (another corpus or BPE model?); give the data directory the "
-                "checkpoint was trained with")
-    if same_sizes:  # otherwise the weight-shape check's error follows: no warning that "their dictionaries match"
-        check_corpus(path, state, data)
 
 
 def install():
     if _STATE:
         return
-    save = Trainer.save_checkpoint
 
-    @functools.wraps(save)
-    def save_checkpoint(self, filename, extra_state):
+    def save_checkpoint(save, self, filename, extra_state):
         if extra_state is not None:
             prints = task_fingerprints(self.task)
             if prints:
@@ -184,5 +53,5 @@ def install():
                 extra_state[CORPUS_KEY] = corpus
         return save(self, filename, extra_state)
 
-    _STATE["save"] = save
-    Trainer.save_checkpoint = save_checkpoint
+    _STATE["installed"] = True
+    hook_points.add(hook_points.TRAINER_SAVE_CHECKPOINT, save_checkpoint)

@@ -1,7 +1,7 @@
 """A run resumed from ``checkpoint_last.pt`` continues as the uninterrupted run would have.
 
-What it changes: ``Trainer.save_checkpoint``, ``Trainer.load_checkpoint`` and
-``Trainer.get_train_iterator``.  For whom: trainers of our models and tasks
+What it changes (as layers of :mod:`fairseq_local.hook_points`, outside the other patches' layers
+there): ``Trainer.save_checkpoint``, ``Trainer.load_checkpoint`` and ``Trainer.get_train_iterator``.  For whom: trainers of our models and tasks
 (:mod:`fairseq_local.ownership`); a trainer of fairseq's own models resumes as fairseq resumes, and
 its checkpoints hold exactly fairseq's extra state.  Why:
 
@@ -23,7 +23,7 @@ fairseq-train keeps three parts of a run's state outside its checkpoints:
   makes it at epoch 1; a run resumed at epoch ``N`` makes it at ``N``, so from then on it trains on
   differently composed batches.
 
-:func:`install` wraps ``Trainer.save_checkpoint`` to store the stale count in every checkpoint's
+:func:`install` layers ``Trainer.save_checkpoint`` to store the stale count in every checkpoint's
 extra state (``stale_validations``), with the epoch whose batches the training iterator uses
 (``train_batches_epoch``); ``Trainer.get_train_iterator`` to record that epoch and to make a
 resumed run's iterator with the batches of the stored one; and ``Trainer.load_checkpoint`` to
@@ -43,13 +43,10 @@ and ``fairseq-hydra-train`` use the module.  tests/test_exact_resume.py trains a
 interruptions and checks that its curve, learning rates, stopping epoch and parameters equal those
 of one uninterrupted run.
 """
-import functools
 import logging
 import sys
 
-from fairseq.trainer import Trainer
-
-from fairseq_local import ownership
+from fairseq_local import hook_points, ownership
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +97,7 @@ def restore(trainer, extra_state: dict, reset_lr_scheduler: bool):
 def install():
     if _STATE:
         return
-    save, load, get_iterator = Trainer.save_checkpoint, Trainer.load_checkpoint, Trainer.get_train_iterator
-
-    @functools.wraps(save)
-    def save_checkpoint(self, filename, extra_state):
+    def save_checkpoint(save, self, filename, extra_state):
         if not ownership.trainer_is_ours(self):
             return save(self, filename, extra_state)
         train_cli = running_train_module()
@@ -113,8 +107,7 @@ def install():
             extra_state[BATCHES_KEY] = getattr(self, _BATCHES)
         return save(self, filename, extra_state)
 
-    @functools.wraps(load)
-    def load_checkpoint(self, filename, reset_optimizer=False, reset_lr_scheduler=False, optimizer_overrides=None,
+    def load_checkpoint(load, self, filename, reset_optimizer=False, reset_lr_scheduler=False, optimizer_overrides=None,
                         reset_meters=False):
         extra_state = load(self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides,
                            reset_meters=reset_meters)
@@ -122,8 +115,7 @@ def install():
             restore(self, extra_state, reset_lr_scheduler)
         return extra_state
 
-    @functools.wraps(get_iterator)
-    def get_train_iterator(self, epoch, **kwargs):
+    def get_train_iterator(get_iterator, self, epoch, **kwargs):
         if not ownership.trainer_is_ours(self):
             return get_iterator(self, epoch, **kwargs)
         batches_epoch = getattr(self, _PENDING, None) or epoch
@@ -134,6 +126,7 @@ def install():
             setattr(self, _BATCHES, batches_epoch)
         return iterator
 
-    Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
-    Trainer.get_train_iterator = get_train_iterator
+    hook_points.add(hook_points.TRAINER_SAVE_CHECKPOINT, save_checkpoint)
+    hook_points.add(hook_points.TRAINER_LOAD_CHECKPOINT, load_checkpoint)
+    hook_points.add(hook_points.TRAINER_GET_TRAIN_ITERATOR, get_train_iterator)
     _STATE["installed"] = True

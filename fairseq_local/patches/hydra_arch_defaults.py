@@ -1,7 +1,8 @@
 """Under Hydra, a YAML whose ``model._name`` is one of our archs gets that arch's values, as
 ``--arch`` does.
 
-What it changes: ``fairseq.dataclass.initialize.add_defaults``.  For whom: Hydra runs of our
+What it changes: ``fairseq.dataclass.initialize.add_defaults`` (its outermost layer,
+:mod:`fairseq_local.hook_points`: the names fairseq's CLIs import of it included).  For whom: Hydra runs of our
 archs (``model._name`` registered by the plugin); fairseq's archs are filled as in fairseq.  Why:
 
 ``fairseq-hydra-train`` fills a model's config with ``fairseq.dataclass.initialize.add_defaults``
@@ -9,14 +10,11 @@ archs (``model._name`` registered by the plugin); fairseq's archs are filled as 
 keys over the model's dataclass defaults.  The arch function runs only later, when the model is
 built, and sets only unset keys, so it finds none: ``model: {_name: rnnsearch_iwslt_de_en_large}``
 would build 256 hidden units (the dataclass default) instead of the arch's 364.  :func:`install`
-wraps ``add_defaults`` so that, for our archs, the arch function first fills the YAML's unset keys
+layers ``add_defaults`` so that, for our archs, the arch function first fills the YAML's unset keys
 and the dataclass defaults fill the rest: a YAML names its row's arch and sets only what the arch
 does not (tests/test_configs_match_archs.py builds every YAML both ways).
 """
-import functools
-import sys
-
-_STATE = {}
+from fairseq_local import hook_points
 
 
 def apply_arch(cfg):
@@ -33,25 +31,10 @@ def apply_arch(cfg):
         arch(model)
 
 
-# fairseq's modules that import ``add_defaults`` by name (a later import gets the wrapped one)
-_USERS = ("fairseq_cli.train", "fairseq_cli.hydra_train", "fairseq_cli.hydra_validate")
+def add_arch_defaults(add_defaults, cfg):
+    apply_arch(cfg)
+    return add_defaults(cfg)
 
 
 def install():
-    if _STATE:
-        return
-    from fairseq.dataclass import initialize
-
-    add_defaults = initialize.add_defaults
-
-    @functools.wraps(add_defaults)
-    def add_arch_defaults(cfg):
-        apply_arch(cfg)
-        return add_defaults(cfg)
-
-    _STATE["add_defaults"] = add_defaults
-    initialize.add_defaults = add_arch_defaults
-    for name in _USERS:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "add_defaults", None) is add_defaults:
-            module.add_defaults = add_arch_defaults
+    hook_points.add(hook_points.ADD_DEFAULTS, add_arch_defaults)

@@ -2,8 +2,9 @@
 a generator, reads data or trains: :func:`install` puts the checks of
 :mod:`fairseq_local.config_checks` where fairseq passes.
 
-What it changes: ``FairseqTask.build_generator``, ``fairseq.models.build_model``,
-``distributed_utils.call_main`` and the ``main`` of fairseq-generate and fairseq-preprocess.  For
+What it changes: ``fairseq.models.build_model`` and the ``main`` of fairseq-generate, and as
+layers (:mod:`fairseq_local.hook_points`, the innermost at each) ``FairseqTask.build_generator``,
+``distributed_utils.call_main``, ``add_defaults`` and the ``main`` of fairseq-preprocess.  For
 whom: every run; each check refuses only values with which fairseq fails later or silently does
 something else, so a run that fairseq completes completes the same.  ``build_model`` also records
 which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches.  Why:
@@ -25,9 +26,9 @@ which models are ours (:mod:`fairseq_local.ownership`), for the scoped patches. 
   range check) is refused, here and among the generation options (``--lenpen``, ``--unkpen``...);
   a translation task on a language-model corpus (``dict.txt`` only) or a language-modeling task on a
   parallel one (``dict.L.txt`` only) names what the data directory holds.
-* ``fairseq_cli.train.main`` (``fairseq-train`` and ``fairseq-hydra-train``, and so ``train.sh`` and the
-  recipes): the checks of every run again once the plugin is imported (``fairseq-hydra-train`` imports it
-  only there).
+* ``add_defaults``, which ``fairseq_cli.train.main`` calls (``fairseq-train`` and ``fairseq-hydra-train``,
+  and so ``train.sh`` and the recipes): the checks of every run again once the plugin is imported
+  (``fairseq-hydra-train`` imports it only there).
 * ``fairseq.models.build_model``: every model option whose name holds ``dropout`` must be in
   [0, 1); a ``ValueError`` whose message starts with an option name (``"--cell must be one of
   ..."``, the convention of our models' checks, see ``fairseq_local/config_checks.py``) becomes a
@@ -48,9 +49,6 @@ import re
 import sys
 
 from fairseq import models
-from fairseq.dataclass import initialize
-from fairseq.distributed import utils as distributed_utils
-from fairseq.tasks import FairseqTask
 from omegaconf.errors import ConfigKeyError
 
 from fairseq_local.config_checks import (
@@ -62,9 +60,8 @@ from fairseq_local.config_checks import (
     check_task_fits_arch,
     unknown_key,
 )
-from fairseq_local import ownership
+from fairseq_local import checkpoint_loads, hook_points, ownership
 from fairseq_local_core.errors import ConfigError, UserError
-from fairseq_local.patches.checkpoint_fit import _CONTEXT
 from fairseq_local.tasks.stateful_language_modeling import StatefulLanguageModelingTask, supports_bptt_state
 
 logger = logging.getLogger(__name__)
@@ -73,7 +70,7 @@ _STATE = {}
 
 
 def _warn_stateless(model, task):
-    if _CONTEXT or isinstance(task, StatefulLanguageModelingTask) or not supports_bptt_state(model):
+    if checkpoint_loads.in_progress() or isinstance(task, StatefulLanguageModelingTask) or not supports_bptt_state(model):
         return  # a loaded checkpoint is checked against its training task (checkpoint_fit.py)
     logger.warning(f"{type(model).__name__} carries its recurrent state across windows only with --task "
                    "stateful_language_modeling; with this task every window starts from a zero state (a "
@@ -95,36 +92,32 @@ def _wrap_cli_main(module_name, check):
     module.main = checked_main
 
 
-def _wrap_train_defaults():
-    """``fairseq_cli.train.main`` imports the plugin (``common.user_dir``), then calls its
+def add_defaults_checking_options(add_defaults, cfg):
+    """``fairseq_cli.train.main`` imports the plugin (``common.user_dir``), then calls
     ``add_defaults``: the checks of every run follow there, so that ``fairseq-hydra-train`` (whose
     ``call_main`` ran before the plugin was imported) checks the options ``fairseq-train`` checks."""
-    module = sys.modules.get("fairseq_cli.train")
-    add_defaults = getattr(module, "add_defaults", None)
-    if add_defaults is None or getattr(add_defaults, "_fairseq_local_checks", False):
-        return
+    result = add_defaults(cfg)
+    check_common_options(cfg)
+    return result
 
-    @functools.wraps(add_defaults)
-    def add_defaults_checking_options(cfg):
-        result = initialize.add_defaults(cfg)  # fairseq's, with the wrappers other patches put there
-        check_common_options(cfg)
-        return result
 
-    add_defaults_checking_options._fairseq_local_checks = True
-    module.add_defaults = add_defaults_checking_options
+def preprocess_checking_options(main, args, *rest, **kwargs):
+    check_preprocess_options(args)
+    return main(args, *rest, **kwargs)
+
+
+def call_main_checking_options(call_main, cfg, main, **kwargs):
+    check_common_options(cfg)
+    return call_main(cfg, main, **kwargs)
 
 
 def install():
     # CLIs imported before the plugin (their entry point modules): wrapped whenever install runs
     _wrap_cli_main("fairseq_cli.generate", check_common_options)
-    _wrap_cli_main("fairseq_cli.preprocess", check_preprocess_options)
-    _wrap_train_defaults()
     if _STATE:
         return
-    build_generator = FairseqTask.build_generator
 
-    @functools.wraps(build_generator)
-    def checked_build_generator(self, models_, args, *rest, **kwargs):
+    def checked_build_generator(build_generator, self, models_, args, *rest, **kwargs):
         check_generation_options(args)
         try:
             return build_generator(self, models_, args, *rest, **kwargs)
@@ -155,14 +148,9 @@ def install():
         _warn_stateless(model, task)
         return model
 
-    call_main = distributed_utils.call_main
-
-    @functools.wraps(call_main)
-    def call_main_checking_options(cfg, main, **kwargs):
-        check_common_options(cfg)
-        return call_main(cfg, main, **kwargs)
-
-    _STATE.update(build_generator=build_generator, build_model=build_model, call_main=call_main)
-    FairseqTask.build_generator = checked_build_generator
+    _STATE.update(build_model=build_model)
     models.build_model = checked_build_model
-    distributed_utils.call_main = call_main_checking_options
+    hook_points.add(hook_points.BUILD_GENERATOR, checked_build_generator)
+    hook_points.add(hook_points.CALL_MAIN, call_main_checking_options)
+    hook_points.add(hook_points.ADD_DEFAULTS, add_defaults_checking_options)
+    hook_points.add(hook_points.PREPROCESS_MAIN, preprocess_checking_options)

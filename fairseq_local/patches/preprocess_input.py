@@ -1,6 +1,6 @@
 """``fairseq-preprocess --user-dir fairseq_local`` checks its text for blank lines before binarizing.
 
-What it changes: ``fairseq_cli.preprocess.main``.  For whom: ``fairseq-preprocess --user-dir
+What it changes: ``fairseq_cli.preprocess.main`` (the outer layer there, :mod:`fairseq_local.hook_points`).  For whom: ``fairseq-preprocess --user-dir
 fairseq_local`` (text without blank lines binarizes byte for byte as in fairseq).  Why:
 
 fairseq binarizes a blank line as a sentence without a word (only ``</s>``), silently.
@@ -10,19 +10,16 @@ fairseq binarizes a blank line as a sentence without a word (only ``</s>``), sil
 file and line (exit status 2, nothing binarized); pairs blank on both sides, and blank lines of an
 ``--only-source`` corpus, are one warning per file with their count and first line numbers.
 fairseq-preprocess imports the ``--user-dir`` before it parses its options, so
-:func:`install` finds its module loaded and wraps its ``main``.
+``patches/shared_targets.py`` finds its module loaded and wraps its ``main``, with this check as
+a layer.
 """
-import functools
 import logging
 import os
-import sys
 
+from fairseq_local import hook_points
 from fairseq_local_core.blank_lines import check_blank
 
 logger = logging.getLogger(__name__)
-
-_MODULE = "fairseq_cli.preprocess"
-
 
 def _file(prefix: str, lang) -> str:
     return f"{prefix}.{lang}" if lang else prefix  # fairseq_cli.preprocess._file_name
@@ -46,16 +43,10 @@ def check_args(args):
         logger.warning(warning)
 
 
+def checked_main(main, args, *rest, **kwargs):
+    check_args(args)
+    return main(args, *rest, **kwargs)
+
+
 def install():
-    module = sys.modules.get(_MODULE)
-    if module is None or getattr(module.main, "_fairseq_local_blank", False):
-        return
-    main = module.main
-
-    @functools.wraps(main)
-    def checked_main(args, *rest, **kwargs):
-        check_args(args)
-        return main(args, *rest, **kwargs)
-
-    checked_main._fairseq_local_blank = True
-    module.main = checked_main
+    hook_points.add(hook_points.PREPROCESS_MAIN, checked_main)

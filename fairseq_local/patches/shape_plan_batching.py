@@ -2,7 +2,9 @@
 
 **For whom.**  Our models (classes of ``fairseq_local``) built with ``--rnn-impl cuda-graphs``
 (:func:`graphs_requested`); fairseq's models and every other ``--rnn-impl`` keep fairseq's batching
-untouched, byte for byte.
+untouched, byte for byte.  ``build_model`` is wrapped here; the other three targets, which other
+patches change too, get this module's layers (:mod:`fairseq_local.hook_points`, wrapped once by
+``patches/shared_targets.py``).
 
 **What changes.**  A CUDA graph is specialised to its shapes: with fairseq's ``batch_by_size`` a
 captured module meets about a hundred padded shapes in an IWSLT-like epoch and keeps capturing
@@ -40,8 +42,8 @@ import time
 import torch
 from fairseq.data import FairseqDataset
 from fairseq.tasks import FairseqTask
-from fairseq.trainer import Trainer
 
+from fairseq_local import hook_points
 from fairseq_local.data.shape_buckets import collate_to_plan, dataset_sizes, make_plan, plan_batches
 from fairseq_local.modules import cuda_graphs, fast_path
 
@@ -178,11 +180,9 @@ def capture_ahead(trainer, samples) -> float:
 
 
 def install():
-    if getattr(FairseqTask.get_batch_iterator, _MARK, False):
+    if getattr(FairseqTask.build_model, _MARK, False):
         return
-    build_model, get_iterator, build_generator = (FairseqTask.build_model, FairseqTask.get_batch_iterator,
-                                                  FairseqTask.build_generator)
-    get_train_iterator = Trainer.get_train_iterator
+    build_model = FairseqTask.build_model
 
     @functools.wraps(build_model)
     def build_model_marking(self, *args, **kwargs):
@@ -194,21 +194,18 @@ def install():
                 type(m).grid_description for m in model.modules() if hasattr(type(m), "grid_description"))))
         return model
 
-    @functools.wraps(get_iterator)
-    def get_batch_iterator(self, dataset, *args, **kwargs):
+    def get_batch_iterator(get_iterator, self, dataset, *args, **kwargs):
         if getattr(self, _TASK_GRAPHS, False):
             _use_plan(self, dataset)
         return get_iterator(self, dataset, *args, **kwargs)
 
-    @functools.wraps(build_generator)
-    def build_generator_declaring_beam(self, models, args, *rest, **kwargs):
+    def build_generator_declaring_beam(build_generator, self, models, args, *rest, **kwargs):
         plan = getattr(self, _TASK_PLAN, None)
         if plan is not None:
             _declare(self, plan._replace(beam=max(1, int(getattr(args, "beam", 1) or 1))), False)
         return build_generator(self, models, args, *rest, **kwargs)
 
-    @functools.wraps(get_train_iterator)
-    def get_train_iterator_capturing_ahead(self, *args, **kwargs):
+    def get_train_iterator_capturing_ahead(get_train_iterator, self, *args, **kwargs):
         epoch_itr = get_train_iterator(self, *args, **kwargs)
         if getattr(self.task, _TASK_PLAN, None) is not None and not getattr(self, _WARMED, False) \
                 and cuda_graphs.available(next(self.model.parameters())):
@@ -219,10 +216,9 @@ def install():
                         "before the first update")
         return epoch_itr
 
-    for fn in (build_model_marking, get_batch_iterator, build_generator_declaring_beam,
-               get_train_iterator_capturing_ahead):
-        setattr(fn, _MARK, True)
+    setattr(build_model_marking, _MARK, True)
     FairseqTask.build_model = build_model_marking
-    FairseqTask.get_batch_iterator = get_batch_iterator
-    FairseqTask.build_generator = build_generator_declaring_beam
-    Trainer.get_train_iterator = get_train_iterator_capturing_ahead
+    # the targets other patches change too: layers (fairseq_local/hook_points.py, patches/shared_targets.py)
+    hook_points.add(hook_points.GET_BATCH_ITERATOR, get_batch_iterator)
+    hook_points.add(hook_points.BUILD_GENERATOR, build_generator_declaring_beam)
+    hook_points.add(hook_points.TRAINER_GET_TRAIN_ITERATOR, get_train_iterator_capturing_ahead)

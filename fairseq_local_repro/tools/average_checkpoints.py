@@ -53,7 +53,7 @@ def check_same_dictionaries(path, state, first_path, first):
     """Checkpoints whose dictionaries (the fingerprints the plugin stores in every checkpoint) differ
     are of runs on other data: their parameters have the same shapes when the dictionaries have the
     same size, but averaging them mixes unrelated models."""
-    from fairseq_local.patches.dictionary_fingerprint import stored
+    from fairseq_local.data.checkpoint_dictionaries import stored
 
     CheckpointError, _ = _plugin()
     mine, theirs = stored(first), stored(state)
