@@ -167,7 +167,7 @@ def _lm_task(folder, words, corpus):
 def test_another_corpus_is_said_to_match_only_when_its_dictionaries_do(tmp_path, caplog, other_words, warned):
     """eval-lm of a checkpoint on another run's data folder: "their dictionaries match, so it runs"
     only where they do; dictionaries of another size are the weight-shape check's one-line error."""
-    from fairseq_local.patches import dictionary_fingerprint as fp
+    from fairseq_local.data import checkpoint_dictionaries as fp
 
     trained = _lm_task(tmp_path / "trained", ["a", "b"], "1" * 64)
     other = _lm_task(tmp_path / "other", other_words, "2" * 64)
