@@ -37,6 +37,7 @@ import sys
 from typing import IO, List, Optional
 
 import sentencepiece as spm
+from sacremoses import MosesTokenizer
 from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe
 
@@ -174,6 +175,23 @@ def normalise_file(path: str, out: str):
             f.write(normal_form.normalise(line.replace(b"\r", b" ").decode("utf-8")) + "\n")
 
 
+def moses_tokenize(lang: str, path: str, lowercase: bool = False) -> List[str]:
+    """The lines of ``path`` Moses-tokenized as ``sacremoses -l LANG tokenize`` writes them (XML
+    special characters escaped as tokenizer.perl does, which sacremoses does with or without ``-x``),
+    lowercased on request; each ends in a newline."""
+    moses = MosesTokenizer(lang=lang)
+    with open(path, encoding="utf-8") as f:
+        out = [moses.tokenize(line, return_str=True, escape=True) + "\n" for line in f]
+    return [line.lower() for line in out] if lowercase else out
+
+
+def apply_subword_nmt(codes: str, lines: List[str]) -> List[str]:
+    """``lines`` cut by the subword-nmt BPE ``codes`` (``subword-nmt apply-bpe -c CODES``)."""
+    with open(codes, encoding="utf-8") as f:
+        bpe = BPE(f)
+    return [bpe.process_line(line) for line in lines]
+
+
 def _tool(name: str) -> str:
     """An executable on PATH, else the one beside this Python (the environment's)."""
     return shutil.which(name) or os.path.join(os.path.dirname(sys.executable), name)
@@ -262,10 +280,10 @@ def _bpe(o: PreprocessOptions, work: str, console: Console) -> List[str]:
         for lang in o.langs:
             m, src, out = model_for[lang], os.path.join(bpe_dir, f"{split}.raw.{lang}"), os.path.join(bpe_dir, f"{split}.{lang}")
             if o.bpe == "subword-nmt":
-                with open(os.path.join(bpe_dir, f"codes.{m}"), encoding="utf-8") as codes:
-                    bpe = BPE(codes)
-                with open(src, encoding="utf-8") as fin, open(out, "w", encoding="utf-8") as fout:
-                    fout.writelines(bpe.process_line(line) for line in fin)
+                with open(src, encoding="utf-8") as fin:
+                    lines = apply_subword_nmt(os.path.join(bpe_dir, f"codes.{m}"), fin)
+                with open(out, "w", encoding="utf-8") as fout:
+                    fout.writelines(lines)
             elif o.bpe == "sentencepiece":
                 sp = spm.SentencePieceProcessor(model_file=os.path.join(bpe_dir, f"spm.{m}.model"))
                 with open(src, encoding="utf-8") as fin, open(out, "w", encoding="utf-8") as fout:
