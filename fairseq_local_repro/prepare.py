@@ -13,6 +13,7 @@ from fairseq_local_repro.context import Data
 from fairseq_local_repro.families import Family, Scale
 from fairseq_local_repro.doors import DoorError
 from fairseq_local_repro.processes import REPO, ReproError, run_or_fail, say
+from fairseq_local_repro.tools.prepare_ptb import PtbOptions, prepare_ptb
 from fairseq_local_repro.tools.preprocess import PreprocessOptions, preprocess
 
 
@@ -23,14 +24,19 @@ def read_lines(path: str) -> List[str]:
         return f.read().splitlines()
 
 
-def run_preprocess(log_path: str, **options):
-    """:func:`fairseq_local_repro.tools.preprocess.preprocess` with ``options``, its progress and
-    tools' output appended to ``log_path``; an error is one line naming the log."""
+def _in_log(log_path: str, what: str, step, options):
+    """``step(options, log)`` with its progress and tools' output appended to ``log_path``; an error is
+    one line naming the log."""
     with open(log_path, "a", encoding="utf-8") as log:
         try:
-            preprocess(PreprocessOptions(**options), log=log)
+            return step(options, log)
         except DoorError as err:
-            raise ReproError(f"data preparation failed: {err} (full log: {log_path})") from None
+            raise ReproError(f"{what}: {err} (full log: {log_path})") from None
+
+
+def run_preprocess(log_path: str, **options):
+    """:func:`fairseq_local_repro.tools.preprocess.preprocess` with ``options`` (:func:`_in_log`)."""
+    _in_log(log_path, "data preparation failed", preprocess, PreprocessOptions(**options))
 
 
 def prepared_data(out: str) -> Optional[Data]:
@@ -372,15 +378,14 @@ def prepare_running_text(family: Family, out: str, data_root: str, limit_train: 
 
 
 def prepare_lm_paper(family: Family, out: str) -> Data:
-    """PTB through scripts/recipes/prepare_ptb.sh (downloaded)."""
+    """PTB through :mod:`fairseq_local_repro.tools.prepare_ptb` (downloaded)."""
     if (done := prepared_data(out)) is not None:
         return done
     ddir = os.path.join(out, "data")
     os.makedirs(ddir, exist_ok=True)
     log = os.path.join(ddir, "prepare.log")
-    say(f"{family.name}: preparing PTB (scripts/recipes/prepare_ptb.sh)")
-    run_or_fail(["bash", os.path.join(REPO, "scripts", "recipes", "prepare_ptb.sh"), "--out", ddir], log,
-                "PTB preparation failed")
+    say(f"{family.name}: preparing PTB (fairseq_local_repro/tools/prepare_ptb.py)")
+    _in_log(log, "PTB preparation failed", prepare_ptb, PtbOptions(out=ddir))
     data = Data(bin=os.path.join(ddir, "bin"), src="", tgt="", test_ref="", description=family.data_paper, sizes={})
     write_json(os.path.join(ddir, "prepared.json"), {"settings": {}, "data": dataclasses.asdict(data)})
     return data
