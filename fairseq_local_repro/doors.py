@@ -32,6 +32,11 @@ def opt(name: str, default=None, convert=str):
     return dataclasses.field(default=default, metadata={"option": name, "kind": "opt", "convert": convert})
 
 
+def opt_list(name: str):
+    """A repeatable value option: each ``--name VALUE`` appended to the field's list."""
+    return dataclasses.field(default_factory=list, metadata={"option": name, "kind": "list", "convert": str})
+
+
 def flag(name: str, default: bool = False):
     """``--name`` sets the field to ``not default``."""
     return dataclasses.field(default=default, metadata={"option": name, "kind": "flag"})
@@ -86,7 +91,7 @@ def parse_options(cls, argv: Sequence[str], usage: str):
         if field is None:
             near = closest_option(name, list(fields))
             raise DoorError(f"unknown option '{name}' ({f'did you mean {near}? ' if near else ''}see -h)")
-        if name in seen:
+        if name in seen and field.metadata["kind"] != "list":
             raise DoorError(f"option {name} is given twice")
         seen.add(name)
         if field.metadata["kind"] == "flag":
@@ -98,7 +103,10 @@ def parse_options(cls, argv: Sequence[str], usage: str):
             value = args.pop(0)
         if value == "":
             raise DoorError(f"option {name} needs a value")
-        values[field.name] = field.metadata["convert"](value)
+        if field.metadata["kind"] == "list":
+            values.setdefault(field.name, []).append(value)
+        else:
+            values[field.name] = field.metadata["convert"](value)
     return cls(**values), seen
 
 

@@ -13,6 +13,7 @@ from fairseq_local_repro.context import Data
 from fairseq_local_repro.families import Family, Scale
 from fairseq_local_repro.doors import DoorError
 from fairseq_local_repro.processes import REPO, ReproError, run_or_fail, say
+from fairseq_local_repro.tools.prepare_iwslt14 import Iwslt14Options, prepare_iwslt14
 from fairseq_local_repro.tools.prepare_ptb import PtbOptions, prepare_ptb
 from fairseq_local_repro.tools.preprocess import PreprocessOptions, preprocess
 
@@ -251,18 +252,15 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
 
 
 def prepare_translation_paper(family: Family, out: str, iwslt_tgz: Optional[str]) -> Data:
-    """IWSLT14 De-En through scripts/recipes/prepare_iwslt14.sh (download or ``--iwslt-tgz``)."""
+    """IWSLT14 De-En through :mod:`fairseq_local_repro.tools.prepare_iwslt14` (download or ``--iwslt-tgz``)."""
     if (done := prepared_data(out)) is not None:
         return done
     ddir = os.path.join(out, "data")
     os.makedirs(ddir, exist_ok=True)
-    cmd = ["bash", os.path.join(REPO, "scripts", "recipes", "prepare_iwslt14.sh"), "--out", ddir, "--bpe-size",
-           str(family.bpe_paper)]
-    if iwslt_tgz:
-        cmd += ["--tgz", iwslt_tgz]
     log = os.path.join(ddir, "prepare.log")
-    say(f"{family.name}: preparing IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh)")
-    run_or_fail(cmd, log, "IWSLT14 preparation failed")
+    say(f"{family.name}: preparing IWSLT14 De-En (fairseq_local_repro/tools/prepare_iwslt14.py)")
+    _in_log(log, "IWSLT14 preparation failed", prepare_iwslt14, Iwslt14Options(out=ddir, bpe_size=family.bpe_paper,
+                                                                             tgz=iwslt_tgz or None))
     data = Data(bin=os.path.join(ddir, "bin"), src="de", tgt="en", test_ref=os.path.join(ddir, "raw", "test.en"),
                 description=family.data_paper, sizes={})
     write_json(os.path.join(ddir, "prepared.json"), {"settings": {}, "data": dataclasses.asdict(data)})

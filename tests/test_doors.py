@@ -9,7 +9,8 @@ from typing import List, Optional
 
 import pytest
 
-from fairseq_local_repro.doors import Console, DoorError, closest_option, end_tree, flag, number, opt, parse_options
+from fairseq_local_repro.doors import (Console, DoorError, closest_option, end_tree, flag, number, opt, opt_list,
+                                       parse_options)
 
 
 @dataclasses.dataclass
@@ -18,12 +19,14 @@ class Tiny:
     size: int = opt("--size", 8, number)
     lang: List[str] = opt("--lang", (), lambda s: s.split(","))
     force: bool = flag("--force")
+    ref: List[str] = opt_list("--ref")
 
 
 def test_defaults_values_and_flags():
     assert parse_options(Tiny, [], "u") == (Tiny(), set())
     o, seen = parse_options(Tiny, ["--out", "o", "--size=007", "--lang", "de,en", "--force"], "u")
     assert o == Tiny(out="o", size=7, lang=["de", "en"], force=True) and seen == {"--out", "--size", "--lang", "--force"}
+    assert parse_options(Tiny, ["--ref", "a", "--ref=b"], "u")[0].ref == ["a", "b"]  # repeatable
     assert parse_options(Tiny, ["--size", "-1"], "u")[0].size == -1  # a value may start with a dash
     assert parse_options(Tiny, ["--size", "two"], "u")[0].size == "two"  # left for the options' check to name
 

@@ -192,7 +192,7 @@ def apply_subword_nmt(codes: str, lines: List[str]) -> List[str]:
     return [bpe.process_line(line) for line in lines]
 
 
-def _tool(name: str) -> str:
+def tool(name: str) -> str:
     """An executable on PATH, else the one beside this Python (the environment's)."""
     return shutil.which(name) or os.path.join(os.path.dirname(sys.executable), name)
 
@@ -204,7 +204,7 @@ def _normalise(o: PreprocessOptions, work: str, console: Console):
             normalise_file(raw, out)
             if o.tokenize == "moses":
                 with open(out, "rb") as fin, open(out + ".tok", "wb") as fout:
-                    code = console.run([_tool("sacremoses"), "-l", "en" if o.lm else lang, "-j", str(o.workers),
+                    code = console.run([tool("sacremoses"), "-l", "en" if o.lm else lang, "-j", str(o.workers),
                                         "tokenize", "-x"], stdin=fin, stdout=fout)
                 if code != 0:
                     raise DoorError(f"Moses tokenization of {raw} failed (sacremoses exit status {code})")
@@ -309,7 +309,7 @@ def _binarize(o: PreprocessOptions, work: str, dicts: List[str], console: Consol
     if o.lm:
         for split, _ in o.splits():
             os.replace(os.path.join(bpe_dir, f"{split}.txt"), os.path.join(bpe_dir, split))
-        cmd = [_tool("fairseq-preprocess"), "--only-source", *args]
+        cmd = [tool("fairseq-preprocess"), "--only-source", *args]
         if tests:
             cmd += ["--testpref", os.path.join(bpe_dir, "test")]
         cmd += [*dicts, "--nwordssrc", str(o.nwords)]
@@ -318,7 +318,7 @@ def _binarize(o: PreprocessOptions, work: str, dicts: List[str], console: Consol
             args += ["--testpref", ",".join(tests)]
         if o.joint:
             args.append("--joined-dictionary")
-        cmd = [_tool("fairseq-preprocess"), "--source-lang", o.src, "--target-lang", o.tgt, *args, *dicts,
+        cmd = [tool("fairseq-preprocess"), "--source-lang", o.src, "--target-lang", o.tgt, *args, *dicts,
                "--nwordssrc", str(o.nwords), "--nwordstgt", str(o.nwords)]
     code = console.run(cmd)
     if code != 0:
