@@ -192,3 +192,16 @@ def main_door(prog: str, run, interrupted_message) -> int:
         print(interrupted_message(), file=sys.stderr)
         return 130
     return 0
+
+
+def command(prog: str, cls, step, doc: str, argv=None, interrupted=None) -> int:
+    """A door's command: ``step(options)`` with the options of ``cls`` parsed from ``argv`` (usage: ``doc``
+    after its first paragraph), through :func:`main_door`; ``interrupted(options)`` is the line
+    Ctrl-C prints (default ``PROG: interrupted``)."""
+    parsed = []
+
+    def run():
+        parsed.append(parse_options(cls, sys.argv[1:] if argv is None else argv, usage_of(doc))[0])
+        step(parsed[0])
+
+    return main_door(prog, run, lambda: interrupted(parsed[0]) if interrupted and parsed else f"{prog}: interrupted")

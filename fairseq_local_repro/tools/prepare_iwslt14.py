@@ -24,7 +24,7 @@ import sys
 from typing import IO, Optional
 
 from fairseq_local.file_io import write_text
-from fairseq_local_repro.doors import Console, DoorError, flag, main_door, number, opt, parse_options, usage_of
+from fairseq_local_repro.doors import Console, DoorError, command, flag, number, opt
 from fairseq_local_repro.downloads import check_sha256, download, known_sha256
 from fairseq_local_repro.tools.prepare_ptb import extract, need_file
 from fairseq_local_repro.tools.preprocess import PreprocessOptions, moses_tokenize, preprocess
@@ -147,8 +147,7 @@ def prepare_iwslt14(o: Iwslt14Options, log: Optional[IO] = None) -> str:
 
 
 def main(argv=None) -> int:
-    return main_door(PROG, lambda: prepare_iwslt14(parse_options(
-        Iwslt14Options, sys.argv[1:] if argv is None else argv, usage_of(__doc__))[0]), lambda: f"{PROG}: interrupted")
+    return command(PROG, Iwslt14Options, prepare_iwslt14, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 from typing import IO, Optional
 
-from fairseq_local_repro.doors import Console, DoorError, flag, main_door, number, opt, parse_options, usage_of
+from fairseq_local_repro.doors import Console, DoorError, command, flag, number, opt
 from fairseq_local_repro.downloads import download, known_sha256
 from fairseq_local_repro.tools.preprocess import PreprocessOptions, preprocess
 
@@ -107,9 +107,7 @@ def prepare_ptb(o: PtbOptions, log: Optional[IO] = None) -> str:
 
 
 def main(argv=None) -> int:
-    return main_door(PROG, lambda: prepare_ptb(parse_options(PtbOptions, sys.argv[1:] if argv is None else argv,
-                                                             usage_of(__doc__))[0]),
-                     lambda: f"{PROG}: interrupted")
+    return command(PROG, PtbOptions, prepare_ptb, __doc__, argv)
 
 
 if __name__ == "__main__":

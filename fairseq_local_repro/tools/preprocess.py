@@ -41,7 +41,7 @@ from sacremoses import MosesTokenizer
 from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe
 
-from fairseq_local_repro.doors import Console, DoorError, flag, main_door, number, opt, parse_options, usage_of
+from fairseq_local_repro.doors import Console, DoorError, command, flag, number, opt
 from fairseq_local_repro.text import normal_form, text_input
 from fairseq_local_repro.text.plugin import plugin_module
 from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
@@ -393,15 +393,8 @@ def preprocess(o: PreprocessOptions, log: Optional[IO] = None):
 
 
 def main(argv=None) -> int:
-    options = []
-
-    def run():
-        o, _ = parse_options(PreprocessOptions, sys.argv[1:] if argv is None else argv, usage_of(__doc__))
-        options.append(o)
-        preprocess(o)
-
-    return main_door(PROG, run, lambda: f"{PROG}: interrupted; {options[0].destdir if options else ''} was left as "
-                                        "it was")
+    return command(PROG, PreprocessOptions, preprocess, __doc__, argv,
+                   lambda o: f"{PROG}: interrupted; {o.destdir} was left as it was")
 
 
 if __name__ == "__main__":
