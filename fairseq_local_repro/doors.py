@@ -122,16 +122,17 @@ class Console:
     def __init__(self, prog: str, log: Optional[IO] = None):
         self.prog, self.log = prog, log
 
-    def _write(self, line: str):
+    def line(self, line: str):
+        """One line as it is."""
         stream = self.log or sys.stderr
         stream.write(line + "\n")
         stream.flush()
 
     def say(self, msg: str):
-        self._write(f"[{time.strftime('%H:%M:%S')}] {msg}")
+        self.line(f"[{time.strftime('%H:%M:%S')}] {msg}")
 
     def warn(self, msg: str, kind: str = "warning"):
-        self._write(f"{self.prog}: {kind}: {msg}")
+        self.line(f"{self.prog}: {kind}: {msg}")
 
     def run(self, cmd: List[str], stdin: Optional[IO] = None, stdout: Optional[IO] = None) -> int:
         """Run ``cmd`` (its output to the log, if any); it ignores SIGINT, so that Ctrl-C, which reaches

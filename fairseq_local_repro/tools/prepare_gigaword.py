@@ -91,7 +91,7 @@ def write_split(art: str, tit: str, out_a: str, out_t: str, limit: int, split: s
             f.writelines(" ".join(x.split()) + "\n" for x in text)
     for path, _ in outs:
         os.replace(path + ".tmp", path)
-    console._write(f"{split}: {len(pairs)} pairs")
+    console.line(f"{split}: {len(pairs)} pairs")
 
 
 def prepare_gigaword(o: GigawordOptions, log: Optional[IO] = None) -> str:
@@ -127,7 +127,7 @@ def prepare_gigaword(o: GigawordOptions, log: Optional[IO] = None) -> str:
     if code != 0:
         with open(plog, encoding="utf-8", errors="replace") as f:
             for line in f.read().splitlines()[-5:]:
-                console._write(line)
+                console.line(line)
         raise DoorError(f"fairseq-preprocess failed (log: {plog})")
     shutil.rmtree(bin_dir, ignore_errors=True)
     os.replace(bin_dir + ".tmp", bin_dir)

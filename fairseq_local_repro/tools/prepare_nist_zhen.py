@@ -91,7 +91,7 @@ def training_pairs(out: str, maxc: int, maxw: int, zh_files: List[str], en_files
                 kept += 1
     write_text(out + ".zh", "".join(zh_out))
     write_text(out + ".en", "".join(en_out))
-    console._write(f"train: kept {kept} of {total} pairs (<= {maxc} characters, <= {maxw} words)")
+    console.line(f"train: kept {kept} of {total} pairs (<= {maxc} characters, <= {maxw} words)")
 
 
 def _attr(s, k):
@@ -131,7 +131,7 @@ def nist_set(src: str, ref: str, out_zh: str, out_ref: str, console: Console):
             raise DoorError(f"{ref}: reference {rid} lacks segment {missing[0]} of {src}")
         write_text(f"{out_ref}.ref{k}", "".join(segs[key] + "\n" for key in keys))
     write_text(out_zh, "".join(normalize(z) + "\n" for z in zh))
-    console._write(f"{os.path.basename(out_zh)}: {len(zh)} segments, {len(refs)} references")
+    console.line(f"{os.path.basename(out_zh)}: {len(zh)} segments, {len(refs)} references")
 
 
 def _python(console: Console, module: str, *args: str):
@@ -205,7 +205,7 @@ def prepare_nist_zhen(o: NistOptions, log: Optional[IO] = None) -> str:
                                      destdir=os.path.join(out, "bin-bpe"), bpe="subword-nmt", bpe_size=o.bpe_size,
                                      separate_bpe=True, workers=o.workers, force=True), log)
         write_text(os.path.join(out, "bin-bpe", "test_sets.txt"), "".join(t + "\n" for t in tests))
-    console._write(f"done: {out} (references in {out}/refs/NAME.ref0..3)")
+    console.line(f"done: {out} (references in {out}/refs/NAME.ref0..3)")
     return out
 
 

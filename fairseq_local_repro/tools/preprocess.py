@@ -340,17 +340,17 @@ def _finish_log(o: PreprocessOptions, work: str, console: Console):
         line = unk_warning(PROG, split if lang is None else f"{split} ({lang})", pct, toks,
                            "check --nwords, --bpe-size, or the split's language and script", unk)
         if line:
-            console._write(line)
+            console.line(line)
 
 
-def preprocess(o: PreprocessOptions, log: Optional[IO] = None):
+def preprocess(o: PreprocessOptions, log: Optional[IO] = None, release: bool = True):
     """Preprocess as ``o`` says (progress and the tools' output to ``log``, else stderr); raises
-    :class:`DoorError` (one line) and, on Ctrl-C or SIGTERM, leaves ``--destdir`` as it was."""
+    :class:`DoorError` (one line) and, on Ctrl-C or SIGTERM, leaves ``--destdir`` as it was.
+    ``--destdir`` is claimed until the end (``release=False``: until this process ends)."""
     console = Console(PROG, log)
     o.check()
     dest = o.destdir
     lock = file_io.lock_path(dest, create=True)
-    held = os.path.realpath(lock) in file_io._HELD
     try:
         file_io.claim(dest, "--destdir", lock=lock, run=f"{PROG} run")
         file_io.check_ours(dest, "--destdir", ["corpus.json"])
@@ -388,12 +388,12 @@ def preprocess(o: PreprocessOptions, log: Optional[IO] = None):
         console.say(f"done: {dest}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if not held:
+        if release:
             file_io.release(dest, lock)
 
 
 def main(argv=None) -> int:
-    return command(PROG, PreprocessOptions, preprocess, __doc__, argv,
+    return command(PROG, PreprocessOptions, lambda o: preprocess(o, release=False), __doc__, argv,
                    lambda o: f"{PROG}: interrupted; {o.destdir} was left as it was")
 
 
