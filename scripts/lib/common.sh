@@ -44,45 +44,6 @@ nsuffix() { if [ "$1" -gt 0 ]; then echo "$1"; fi; }  # 0 -> "", 1 -> "1" (fairs
 abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }  # abs_dir DIR: create DIR, print its absolute path
 abs_path() { local d; d=$(cd "$(dirname "$1")" && pwd) || die "'$1': no such directory"; echo "$d/$(basename "$1")"; }
 
-# ---- downloads: a URL (http(s):// or file:// mirror) or a local copy, checked against a sha256 ----
-# A file with a recorded sha256 (scripts/recipes/SHA256SUMS, or a recipe's --sha256 HASH) is used only
-# when it matches.  A file without one is never reported as verified: its sha256 is printed in a
-# one-line warning saying how to pin it, and with REQUIRE_CHECKSUM=1 in the environment the recipe
-# stops there instead (a download is removed, nothing is left half-written).
-SHA256SUMS="$REPO_ROOT/scripts/recipes/SHA256SUMS"
-known_sha256() {  # known_sha256 NAME: the recorded sha256 of the download NAME (empty when none is recorded)
-  awk -v f="$1" '!/^#/ && ($2 == f || $2 == "*" f) { print $1; exit }' "$SHA256SUMS"
-}
-check_sha256() {  # check_sha256 FILE EXPECTED WHAT: verify FILE (WHAT names it in messages); see above
-  local got; got=$(sha256sum "$1" | cut -d' ' -f1)
-  if [ -n "$2" ]; then
-    [ "$got" = "$2" ] || die "$3: sha256 mismatch: expected $2, got $got; a partial or different file (pass --sha256 HASH for a repackaged mirror)"
-    say "$3: sha256 verified ($got)"
-  elif [ "${REQUIRE_CHECKSUM:-0}" = 1 ]; then
-    die "$3: no sha256 recorded, refused under --require-checksum (REQUIRE_CHECKSUM=1); the file has sha256 $got: check it, then pass --sha256 $got or add '$got  $3' to scripts/recipes/SHA256SUMS"
-  else
-    echo "$(basename "$0"): warning: $3: NOT verified, no sha256 recorded; the file has sha256 $got (pin it: --sha256 $got, or '$got  $3' in scripts/recipes/SHA256SUMS; REQUIRE_CHECKSUM=1 refuses unverified files)" >&2
-  fi
-}
-download() {  # download URL DEST SHA256: fetch to a temporary name, verify, then move into place
-  local tmp="$2.part.$$"
-  python - "$1" "$tmp" "$(basename "$0")" <<'PY' || { rm -f "$tmp"; exit 2; }
-import os, shutil, sys, urllib.request
-url, dest, prog = sys.argv[1:]
-try:
-    with urllib.request.urlopen(url, timeout=120) as r, open(dest, "wb") as f:
-        shutil.copyfileobj(r, f)
-except BaseException as e:  # one line, no traceback: offline, 404, bad file:// path, interrupted...
-    try:
-        os.remove(dest)
-    except OSError:
-        pass
-    sys.exit(f"{prog}: error: cannot download {url}: {e or type(e).__name__} (offline? pass a local copy or a file:// mirror)")
-PY
-  ( check_sha256 "$tmp" "$3" "$1" ) || { rm -f "$tmp"; exit 2; }
-  mv "$tmp" "$2"
-}
-
 # ---- text processing shared by the recipes ----
 lowercase() { python -c "import sys; sys.stdout.writelines(l.lower() for l in sys.stdin)"; }
 moses_tok() {  # moses_tok LANG IN OUT [--lowercase]: Moses tokenization (sacremoses, escaped like tokenizer.perl)
