@@ -121,14 +121,20 @@ def test_no_script_parses_its_options_by_hand():
 PARSED = [p for p in _shell_scripts() if "parse_options" in p.read_text()]
 
 
+# the doors: scripts that hand their command line to a Python command, whose options object parses it
+# (fairseq_local_repro/doors.py, tests/test_doors.py)
+DOORS = [p for p in _shell_scripts() if re.search(r"^exec python -m fairseq_local_repro\.", p.read_text(), re.M)]
+
+
 def test_every_script_with_options_uses_the_parser():
-    names = {str(p.relative_to(SCRIPTS)) for p in PARSED}
+    assert {str(p.relative_to(SCRIPTS)) for p in DOORS} >= {"preprocess.sh"}
+    names = {str(p.relative_to(SCRIPTS)) for p in PARSED + DOORS}
     assert {"preprocess.sh", "generate.sh", "train.sh", "demo.sh", "recipes/dpn_s2s.sh",
             "recipes/mc_rnn_iwslt14.sh", "gpu/bootstrap.sh"} <= names
     assert len(names) >= 24, sorted(names)
 
 
-@pytest.mark.parametrize("script", PARSED, ids=lambda p: str(p.relative_to(SCRIPTS)))
+@pytest.mark.parametrize("script", PARSED + DOORS, ids=lambda p: str(p.relative_to(SCRIPTS)))
 def test_each_script_declares_a_valid_parser(script):
     """Its declarations are well formed (a name declared twice is an error) and an unknown option
     is one line naming it, before anything runs."""
