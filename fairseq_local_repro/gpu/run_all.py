@@ -9,7 +9,7 @@ entry, so a call stopped at its limit keeps what it measured.  No new entry star
 
 Training: MC-RNN-3 vs its Baseline-RNN (``--train-archs``) on the binarized Multi30k De-En from
 scripts/gpu/prepare_data.sh, the minutes left split evenly (``--stop-time-hours``), then beam-5
-decoding of valid with scripts/generate.sh and tokenized BLEU with scripts/score.sh; OUT/train.json.
+decoding of valid (``fairseq_local_repro.tools.generate``) and tokenized BLEU (``tools.score``); OUT/train.json.
 
 Precision (``--part precision``, its own call): ``--precision-arch`` trained for
 ``--precision-updates`` updates in fp32 and with fairseq's ``--bf16``, same seed and data order;
@@ -50,6 +50,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # and scripts/gpu/check_install.py
 BENCH = "fairseq_local_repro.bench"
 STARTUP = "fairseq_local_repro.startup"
+GENERATE = "fairseq_local_repro.tools.generate"
+SCORE = "fairseq_local_repro.tools.score"
 CHECK_INSTALL = "fairseq_local_repro.gpu.check_install"
 
 # --part startup: the start-up cost of --rnn-impl (scripts/startup_cost.py: one training step per batch
@@ -466,12 +468,12 @@ def run_train(run, args):
                 rec.update(status="failed", error=tail)
             else:
                 gen = os.path.join(tmp, f"gen_{arch}")
-                rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", data, "--path",
+                rc, tail = run.sh([sys.executable, "-m", GENERATE, "--data", data, "--path",
                                    ckpt, "--out", gen, "--subset", "valid", "--beam", "5"],
                                   timeout=max(90, run.left() + 45))  # may use the budget's slack
                 score = os.path.join(tmp, f"bleu_{arch}.json")
                 if rc == 0:
-                    rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
+                    rc, tail = run.sh([sys.executable, "-m", SCORE, "--hyp",
                                        os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.tok.txt"),
                                        "--tokenize", "none", "--json", score], timeout=120)
                 if rc == 0 and os.path.isfile(score):
