@@ -11,7 +11,7 @@ For the family's systems (``fairseq_local_repro/families.py``) it prepares the d
 family's scripts/recipes/lattice_zh_en_small.sh: lattices, word or character chains, one English
 side), trains each system with fairseq-train on the paper's schedule (learning rate halved on a dev
 plateau, early stopping with patience, a ``--max-epoch`` safety cap that is reported when hit), one thread per
-system and ``--jobs`` systems at a time; translates the test set with beam 5 (scripts/generate.sh)
+system and ``--jobs`` systems at a time; translates the test set with beam 5 (tools/generate.py)
 and scores it with scripts/score.py (detokenized sacrebleu with its signature); tests every
 comparison of the family (fairseq_local_repro/compare.py: the paired t-test over seeds, the
 two-level test over seeds and sentences, the per-sentence randomization test, Holm-corrected); and

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import IO, List, Optional, Sequence
+from typing import IO, Callable, List, Optional, Sequence
 
 
 class DoorError(Exception):
@@ -40,6 +40,12 @@ def opt_list(name: str):
 def flag(name: str, default: bool = False):
     """``--name`` sets the field to ``not default``."""
     return dataclasses.field(default=default, metadata={"option": name, "kind": "flag"})
+
+
+def rest(hint: str = ""):
+    """What follows ``--`` (a list of words handed on to another command); ``hint`` names what
+    belongs there in the unknown-option message."""
+    return dataclasses.field(default_factory=list, metadata={"kind": "rest", "hint": hint})
 
 
 def number(text: str):
@@ -73,6 +79,8 @@ def parse_options(cls, argv: Sequence[str], usage: str):
     """``(cls(**given values), set of the options given)``; raises :class:`DoorError`.  ``-h`` prints
     ``usage`` and exits 0."""
     fields = {f.metadata["option"]: f for f in dataclasses.fields(cls) if "option" in f.metadata}
+    rest_field = next((f for f in dataclasses.fields(cls) if f.metadata.get("kind") == "rest"), None)
+    hint = f"; {rest_field.metadata['hint']}" if rest_field and rest_field.metadata["hint"] else ""
     values, seen, args = {}, set(), list(argv)
     while args:
         arg = args.pop(0)
@@ -80,7 +88,10 @@ def parse_options(cls, argv: Sequence[str], usage: str):
             print(usage.strip("\n"))
             sys.exit(0)
         if arg == "--":
-            raise DoorError("'--' is not accepted here: this script passes nothing on (see -h)")
+            if rest_field is None:
+                raise DoorError("'--' is not accepted here: this script passes nothing on (see -h)")
+            values[rest_field.name] = args
+            break
         if arg.startswith("--") and "=" in arg:
             name, value, has = *arg.split("=", 1), True
         elif arg.startswith("-") and len(arg) > 1:
@@ -90,7 +101,7 @@ def parse_options(cls, argv: Sequence[str], usage: str):
         field = fields.get(name)
         if field is None:
             near = closest_option(name, list(fields))
-            raise DoorError(f"unknown option '{name}' ({f'did you mean {near}? ' if near else ''}see -h)")
+            raise DoorError(f"unknown option '{name}' ({f'did you mean {near}? ' if near else ''}see -h{hint})")
         if name in seen and field.metadata["kind"] != "list":
             raise DoorError(f"option {name} is given twice")
         seen.add(name)
@@ -134,14 +145,18 @@ class Console:
     def warn(self, msg: str, kind: str = "warning"):
         self.line(f"{self.prog}: {kind}: {msg}")
 
-    def run(self, cmd: List[str], stdin: Optional[IO] = None, stdout: Optional[IO] = None) -> int:
+    def run(self, cmd: List[str], stdin: Optional[IO] = None, stdout: Optional[IO] = None,
+            on_line: Optional[Callable[[str], None]] = None) -> int:
         """Run ``cmd`` (its output to the log, if any); it ignores SIGINT, so that Ctrl-C, which reaches
         the whole process group, is answered here: its process tree is ended and :class:`Interrupted`
-        raised."""
+        raised.  With ``on_line``, each line of its stderr goes there (not to the log)."""
         out = stdout or self.log
-        proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=self.log,
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=subprocess.PIPE if on_line else self.log,
+                                text=True, errors="replace",
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         try:
+            for line in proc.stderr if on_line else ():
+                on_line(line)
             return proc.wait()
         except BaseException:
             end_tree(proc.pid)

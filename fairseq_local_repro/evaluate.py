@@ -13,7 +13,9 @@ from fairseq_local_core.file_io import mark_ours, read_json, write_json, write_l
 from fairseq_local_repro import compare as stats, significance
 from fairseq_local_repro.context import Data
 from fairseq_local_repro.prepare import read_lines
-from fairseq_local_repro.processes import REPO, USER_DIR, ReproError, cpu_flag, run_logged, run_or_fail, tail
+from fairseq_local_repro.processes import USER_DIR, ReproError, cpu_flag, run_logged, run_or_fail, tail
+from fairseq_local_repro.doors import DoorError
+from fairseq_local_repro.tools.generate import GenerateOptions, generate
 
 
 def _fresh(*paths: str):
@@ -33,17 +35,20 @@ def _analysis(cmd: List[str], log: str, out_json: str, what: str) -> dict:
 
 def translate_and_score(tag: str, data: Data, ckpt: str, out_dir: str, subset: str, ref: str,
                         bin_dir: Optional[str] = None, task: str = "translation") -> dict:
-    """Beam 5 with scripts/generate.sh (BPE removed, Moses-detokenized), scored by
+    """Beam 5 with :mod:`fairseq_local_repro.tools.generate` (BPE removed, Moses-detokenized), scored by
     :mod:`fairseq_local_repro.tools.score` against the raw references: detokenized,
     case-insensitive sacrebleu (the data are lowercased, or the paper reports case-insensitive
     BLEU), with its signature."""
     os.makedirs(out_dir, exist_ok=True)
-    mark_ours(out_dir, "reproduce.py")  # the harness made it: generate.sh may write into it again
+    mark_ours(out_dir, "reproduce.py")  # the harness made it: generate may write into it again
     log = os.path.join(out_dir, "generate.log")
-    cmd = ["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", bin_dir or data.bin, "--path", ckpt,
-           "--out", out_dir, "--subset", subset, "--beam", "5", "--detok", "moses", "--lang", data.tgt, "--task", task,
-           "--", "--source-lang", data.src, "--target-lang", data.tgt]
-    run_or_fail(cmd, log, f"{tag}: generation failed")
+    options = GenerateOptions(data=bin_dir or data.bin, path=ckpt, out=out_dir, subset=subset, beam=5, detok="moses",
+                              lang=data.tgt, task=task, extra=["--source-lang", data.src, "--target-lang", data.tgt])
+    with open(log, "a", encoding="utf-8") as f:
+        try:
+            generate(options, log=f)
+        except DoorError as err:
+            raise ReproError(f"{tag}: generation failed: {err} (full log: {log})") from None
     score_json = os.path.join(out_dir, "score.json")
     cmd = [sys.executable, "-m", "fairseq_local_repro.tools.score", "--hyp", os.path.join(out_dir, "hyp.txt"),
            "--ref", ref, "--lowercase", "--json", score_json]

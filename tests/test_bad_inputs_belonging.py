@@ -24,8 +24,10 @@ from fairseq_local.hub import from_pretrained
 from fairseq_local_core.errors import CheckpointError, ConfigError
 from fairseq_local.data import checkpoint_dictionaries
 from fairseq_local.safe_loading import safe_load
-from fairseq_local_repro.tools import score
+from fairseq_local_repro.tools import generate, score
+from fairseq_local_repro.doors import DoorError
 from test_bad_inputs import ENV, TINY_LSTM, assert_one_line, run, write
+from test_bad_inputs_pipeline import _full_disk
 
 SCRIPTS = REPO / "scripts"
 MANIFEST_CLI = ["python", "-m", "fairseq_local_repro.text.corpus_manifest"]
@@ -484,22 +486,35 @@ def test_generate_sh_out_that_cannot_be_created(pipeline, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "link"]
 
 
-def test_generate_sh_full_disk_while_generating(pipeline, tmp_path):
-    """tee cannot write fairseq-generate's messages (the disk filled up): one line naming --out, the
-    earlier output left as it was, no temporary folder."""
+def test_generate_full_disk_while_generating(pipeline, tmp_path, monkeypatch, capsys):
+    """fairseq-generate fails because the disk filled up (a stand-in that exits 1; the file system
+    reports no free space): one line naming --out, the earlier output left as it was, no temporary
+    folder."""
     _, data, out = pipeline
-    shim = _shim(tmp_path, "tee", "cat >/dev/null; echo \"tee: $1: No space left on device\" >&2; exit 1")
-    shim = _shim(tmp_path, "df", "printf 'Filesystem 1024-blocks Used Available Capacity Mounted\\nfs 100 100 0 100%% /\\n'")
+    shim = _shim(tmp_path, "fairseq-generate", "echo 'OSError: [Errno 28] No space left on device' >&2; exit 1")
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100, 100, 0))
     dest = tmp_path / "out"
     dest.mkdir()
     write(dest / "hyp.txt", "earlier\n")
     write(dest / "gen.json", "{}\n")  # an earlier output of generate.sh's (only those are written into)
-    env_path = f"{shim}:{ENV['PATH']}"
-    code, err = run("env", f"PATH={env_path}", "bash", SCRIPTS / "generate.sh", "--data", data, "--path",
-                    out.parent / "ck" / "checkpoint_last.pt", "--out", dest, "--beam", "1", "--", "--max-len-b", "5")
-    assert_one_line(code, err, f"generate.sh: error: {dest}: no space left on device (writing {dest}.tmp.")
-    assert code == 2 and (dest / "hyp.txt").read_text() == "earlier\n"
+    argv = ["--data", str(data), "--path", str(out.parent / "ck" / "checkpoint_last.pt"), "--out", str(dest),
+            "--beam", "1", "--", "--max-len-b", "5"]
+    assert generate.main(argv) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"generate.sh: error: {dest}: no space left on device (writing {dest}.tmp."), last
+    assert (dest / "hyp.txt").read_text() == "earlier\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "shim"]
+
+
+def test_generate_writes_on_a_full_disk_name_their_destination(tmp_path, monkeypatch):
+    """generate's own writes (the hypotheses, the references) into its work folder: a full disk is
+    one line naming where they were going."""
+    _full_disk(monkeypatch)
+    with pytest.raises(DoorError) as e:
+        generate.write_lines(str(tmp_path / "hyp.txt"), ["a b"] * 100000, "DIR/hyp.txt")
+    assert str(e.value) == "DIR/hyp.txt: no space left on device"
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------------------------------------

@@ -354,11 +354,11 @@ def test_gen_text_on_a_full_disk(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("cmd, message", [
     ("to_file /dev/full DIR/hyp.txt echo hi", "DIR/hyp.txt: no space left on device"),
-    (f"to_file /dev/full DIR/ref.txt cat {REPO / 'scripts' / 'generate.sh'}", "DIR/ref.txt: no space left on device"),
+    (f"to_file /dev/full DIR/ref.txt cat {REPO / 'scripts' / 'lib' / 'common.sh'}", "DIR/ref.txt: no space left on device"),
 ])
-def test_generate_sh_shell_writes_on_a_full_disk(cmd, message):
-    """generate.sh's own writes (hypotheses through the detokenizer, the copied reference) go
-    through common.sh's to_file: a full disk (/dev/full) is one line naming the destination."""
+def test_shell_writes_on_a_full_disk(cmd, message):
+    """The shell scripts' own writes go through common.sh's to_file: a full disk (/dev/full) is one
+    line naming the destination."""
     code, err = run("bash", "-c", f"source {REPO / 'scripts' / 'lib' / 'common.sh'}; {cmd}")
     assert code == 2 and err == f"bash: error: {message}\n"
     code, err = run("bash", "-c", f"source {REPO / 'scripts' / 'lib' / 'common.sh'}; to_file /dev/null X false")

@@ -1,15 +1,19 @@
-"""scripts/demo.sh end to end: with every default it reaches the BLEU its header states, its time cap
-says so when it fires, and a scorer whose reader stops early does not print a traceback."""
+"""scripts/demo.sh end to end: with every default it reaches the BLEU its usage states, its time cap
+says so when it fires, a kill ends it with its children and work folders, and a scorer whose reader
+stops early does not print a traceback."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from contract_lib import REPO
+from fairseq_local_repro.tools import demo as demo_module
 
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
 
@@ -76,17 +80,16 @@ CLAIM = re.compile(r"With all the defaults, test BLEU after (\d+) updates is (\d
 
 
 def _claim():
-    header = (REPO / "scripts" / "demo.sh").read_text(encoding="utf-8")
-    m = CLAIM.search(header)
-    assert m, "demo.sh's header states no BLEU range for its defaults"
-    return header, int(m.group(1)), float(m.group(2)), float(m.group(3))
+    m = CLAIM.search(demo_module.__doc__)
+    assert m, "demo.sh's usage states no BLEU range for its defaults"
+    return demo_module.__doc__, int(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
 def test_demo_claim_is_about_its_defaults():
     """The stated range is for the update count the demo really defaults to, and README says the same count."""
     header, updates, low, high = _claim()
-    assert re.search(rf"^opt .*opt --max-update max_update {updates}$", header, re.M), \
-        "the claim's update count is not the default"
+    assert demo_module.DemoOptions().max_update == updates, "the claim's update count is not the default"
+    assert f"--max-update N   training stops after N updates of 1,000 tokens (default: {updates})" in header
     assert 0 <= low < high <= 100
     assert f"trains {updates} updates (`--max-update`)" in (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -110,3 +113,45 @@ def test_demo_defaults_reach_the_stated_bleu(tmp_path):
     copy = json.loads((out / "copy_bleu.json").read_text())["bleu"]
     assert f"copies the source scores {copy:.2f} BLEU" in proc.stderr and copy < 10
     assert low <= round(bleu["bleu"], 2) <= high, f"demo BLEU {bleu['bleu']:.2f} outside the stated {low:g}-{high:g}"
+
+
+def _descendants(pid):
+    """The pids of every process below ``pid``."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in os.listdir(f"/proc/{p}/task") if os.path.exists(f"/proc/{p}/task") else ():
+            try:
+                kids = [int(k) for k in open(f"/proc/{p}/task/{task}/children").read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_killing_the_demo_ends_its_children_and_leaves_no_work_folder(tmp_path, sig):
+    """demo.sh killed while its fairseq-train runs: every process it started ends with it, no work
+    folder is left, one line, status 130."""
+    out = tmp_path / "demo"
+    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "demo.sh"), "--out", str(out), "--train-size", "120",
+                             "--test-size", "6", "--max-update", "100000"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, env=ENV)
+    log = out / "train.log"
+    end = time.time() + 600
+    while not (log.exists() and "num_updates" in log.read_text()) and proc.poll() is None and time.time() < end:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    children = _descendants(proc.pid)
+    assert children, "no fairseq-train below demo.sh"
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    err = proc.stderr.read()
+    end = time.time() + 10
+    while any(os.path.exists(f"/proc/{c}") for c in children) and time.time() < end:
+        time.sleep(0.1)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}")], "a child outlived demo.sh"
+    assert code == 130 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "demo.sh: interrupted"
+    assert not list(tmp_path.rglob("*.tmp.*"))

@@ -192,7 +192,7 @@ def test_run_all_cpu_tiny_end_to_end(tmp_path):
     assert re.search(r"mc_rnn3_vs_lstm +bf16 +\d+\.\d\d +0\.70 +\d+\.\d\d +ok", summary), summary
     assert "mc_rnn_iwslt_de_en_3" in summary and "updates 2" in summary
     log = (out / "run_all.log").read_text()
-    assert "$ python -m fairseq_local_repro.bench " in log and "fairseq-train" in log and "generate.sh" in log
+    assert "$ python -m fairseq_local_repro.bench " in log and "fairseq-train" in log and "fairseq_local_repro.tools.generate" in log
     assert "out of time" not in proc.stdout
 
     # fp32 vs fairseq's --bf16, same number of updates

@@ -9,7 +9,7 @@ entry, so a call stopped at its limit keeps what it measured.  No new entry star
 
 Training: MC-RNN-3 vs its Baseline-RNN (``--train-archs``) on the binarized Multi30k De-En from
 scripts/gpu/prepare_data.sh, the minutes left split evenly (``--stop-time-hours``), then beam-5
-decoding of valid with scripts/generate.sh and tokenized BLEU with scripts/score.sh; OUT/train.json.
+decoding of valid (``fairseq_local_repro.tools.generate``) and tokenized BLEU (``tools.score``); OUT/train.json.
 
 Precision (``--part precision``, its own call): ``--precision-arch`` trained for
 ``--precision-updates`` updates in fp32 and with fairseq's ``--bf16``, same seed and data order;

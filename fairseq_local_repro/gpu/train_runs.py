@@ -5,11 +5,15 @@ import json
 import os
 import re
 import shlex
+import sys
 import tempfile
 import time
 
 from fairseq_local_repro import clock
 from fairseq_local_repro.gpu.runner import REPO, write_json
+
+GENERATE = "fairseq_local_repro.tools.generate"  # decoding and scoring run as modules, each time-boxed
+SCORE = "fairseq_local_repro.tools.score"
 
 
 def run_train(run, args):
@@ -38,12 +42,12 @@ def run_train(run, args):
                 rec.update(status="failed", error=tail)
             else:
                 gen = os.path.join(tmp, f"gen_{arch}")
-                rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "generate.sh"), "--data", data, "--path",
+                rc, tail = run.sh([sys.executable, "-m", GENERATE, "--data", data, "--path",
                                    ckpt, "--out", gen, "--subset", "valid", "--beam", "5"],
                                   timeout=max(90, run.left() + 45))  # may use the budget's slack
                 score = os.path.join(tmp, f"bleu_{arch}.json")
                 if rc == 0:
-                    rc, tail = run.sh(["bash", os.path.join(REPO, "scripts", "score.sh"), "--hyp",
+                    rc, tail = run.sh([sys.executable, "-m", SCORE, "--hyp",
                                        os.path.join(gen, "hyp.txt"), "--ref", os.path.join(gen, "ref.tok.txt"),
                                        "--tokenize", "none", "--json", score], timeout=120)
                 if rc == 0 and os.path.isfile(score):

@@ -15,8 +15,12 @@ from fairseq_local_core import file_io
 PROG = "gen_text.py"
 
 
+class GenTextError(ValueError):
+    """A log that is missing, not UTF-8 or lost sentences (one line)."""
+
+
 def fail(msg):
-    sys.exit(f"{PROG}: error: {msg}")
+    raise GenTextError(msg)
 
 
 def parse(path, field):
@@ -47,19 +51,9 @@ def parse(path, field):
     return texts, len(sources)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    expect = None
-    if "--expect" in argv:
-        i = argv.index("--expect")
-        try:
-            expect = int(argv[i + 1])
-        except (IndexError, ValueError):
-            fail("--expect needs an integer")
-        argv = argv[:i] + argv[i + 2:]
-    if len(argv) != 3 or argv[1] not in ("H", "T", "S", "D"):
-        fail("usage: gen_text.py GEN_LOG H|T|S|D OUT [--expect N]")
-    path, field, out = argv
+def extract(path, field, expect=None):
+    """The ``field`` text of every sentence of the log ``path`` in corpus order (``expect``: the
+    number of sentences, else the number of S- lines); :class:`GenTextError` when any is lost."""
     texts, n_src = parse(path, field)
     n = n_src if expect is None else expect
     missing = [i for i in range(n) if i not in texts]
@@ -70,10 +64,34 @@ def main(argv=None):
         first = missing[0] if missing else extra[0]
         fail(f"{path}: {len(texts)} {field}- lines for {n} sentences (first {'missing' if missing else 'unexpected'}"
              f" id {first}); generation lost or added sentences")
+    return [texts[i] for i in range(n)]
+
+
+def write(path, field, out, expect=None):
+    """:func:`extract` written to ``out`` atomically (a full disk: :class:`GenTextError` naming ``out``)."""
+    lines = extract(path, field, expect)
     try:
-        file_io.write_lines(out, (texts[i] for i in range(n)))
+        file_io.write_lines(out, lines)
     except file_io.DiskFullError as e:  # OUT: no space left on device (OUT left as it was)
         fail(str(e))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    expect = None
+    try:
+        if "--expect" in argv:
+            i = argv.index("--expect")
+            try:
+                expect = int(argv[i + 1])
+            except (IndexError, ValueError):
+                fail("--expect needs an integer")
+            argv = argv[:i] + argv[i + 2:]
+        if len(argv) != 3 or argv[1] not in ("H", "T", "S", "D"):
+            fail("usage: gen_text.py GEN_LOG H|T|S|D OUT [--expect N]")
+        write(argv[0], argv[1], argv[2], expect)
+    except GenTextError as err:
+        sys.exit(f"{PROG}: error: {err}")
 
 
 if __name__ == "__main__":
