@@ -2,14 +2,13 @@
 
 A target of fairseq that two behaviours change (``Trainer.load_checkpoint``: the checkpoint checks
 of ``patches/checkpoint_fit.py`` and the resumption of ``patches/exact_resume.py``) is wrapped by
-one module alone, its owner (``patches/shared_targets.py``; ``safe_loading.py`` for
-``load_checkpoint_to_cpu``, which it wraps before the patches are installed).  The owner's wrapper
+one module alone, its owner (``patches/shared_targets.py``).  The owner's wrapper
 calls :func:`run`; each behaviour adds a *layer* with :func:`add`, a function
 ``layer(call, *args, **kwargs)`` whose ``call(*args, **kwargs)`` runs the layers added before it and
 then fairseq's function.  Layers run in the order their modules are installed (``patches.ORDER``):
 the first added is innermost, next to fairseq's function.  Adding a layer twice keeps the first.
 
-This module imports nothing of the plugin (safe loading, on the lowest floor, owns one point).
+This module imports nothing of the plugin (safe loading, on the lowest floor, adds a layer).
 """
 import functools
 

@@ -13,19 +13,18 @@ on its allow-list.  A fairseq checkpoint pickles a few non-tensor objects beside
 
 :func:`install` adds exactly these to torch's allow-list (``torch.serialization.add_safe_globals``);
 safe loading stays on for everything else.  A checkpoint that needs any other global is refused by
-torch, and :func:`install` also wraps fairseq's ``load_checkpoint_to_cpu`` so that refusal becomes
-one line naming the checkpoint and the offending global.  The wrapper also checks the file first
+torch, and :func:`install` adds :func:`loading_layer` to fairseq's ``load_checkpoint_to_cpu`` (the
+innermost layer there; ``patches/shared_targets.py`` owns the wrapper) so that refusal becomes one
+line naming the checkpoint and the offending global.  The layer also checks the file first
 (:func:`check_integrity`: empty, truncated, or a CRC-32 mismatch from a flipped bit), so a damaged
-file is one line "FILE is not a complete checkpoint (...)" rather than zip or pickle internals.
-That wrapper is the one on ``load_checkpoint_to_cpu``: the checks of ``patches/checkpoint_fit.py``
-run as its layer (:mod:`fairseq_local.hook_points`), around the safe load.
+file is one line "FILE is not a complete checkpoint (...)" rather than zip or pickle internals;
+the checks of ``patches/checkpoint_fit.py`` are the next layer, around the safe load.
 :func:`require_model` lets a tool that needs one kind of model (an LM, an MC-RNN...) say which
 arch a checkpoint holds and which one it needs.
 """
 import argparse
 import collections
 import errno
-import functools
 import os
 import pickle
 import re
@@ -120,7 +119,7 @@ def install():
     SAFE_GLOBALS.extend(_builtin_globals() + _numpy_globals() + _omegaconf_globals() + _enum_globals()
                         + _fairseq_globals())
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
-    _wrap_fairseq_loader()
+    hook_points.add(hook_points.LOAD_CHECKPOINT_TO_CPU, loading_layer)  # before the patches: innermost
     return SAFE_GLOBALS
 
 
@@ -220,31 +219,19 @@ def safe_load(path, map_location="cpu", mmap=False):
     return _load(path, lambda: torch.load(path, map_location=map_location, weights_only=True, mmap=mmap))
 
 
-def _wrap_fairseq_loader():
-    from fairseq import checkpoint_utils
-
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_fairseq_local_wrapped", False):
-        return
-
-    def checked(path, *args, **kwargs):
-        if not _is_local(path):
-            return original(path, *args, **kwargs)
-        try:
-            state = _load(path, lambda: original(path, *args, **kwargs))
-        except (KeyError, TypeError, AttributeError) as err:
-            # fairseq's upgrade code fails on a torch file that is not a fairseq checkpoint
-            raise not_complete(path, f"not a fairseq checkpoint: {_first_line(err)}") from None
-        if not isinstance(state, dict) or "model" not in state:
-            raise not_complete(path, "no 'model' entry: not a fairseq checkpoint")
-        return state
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):  # the layers of the checkpoint checks around it
-        return hook_points.run(hook_points.LOAD_CHECKPOINT_TO_CPU, checked, path, *args, **kwargs)
-
-    load_checkpoint_to_cpu._fairseq_local_wrapped = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+def loading_layer(call, path, *args, **kwargs):
+    """The innermost layer of fairseq's ``load_checkpoint_to_cpu`` (owned by
+    ``patches/shared_targets.py``): a local file loads with the allow-list and one-line refusals."""
+    if not _is_local(path):
+        return call(path, *args, **kwargs)
+    try:
+        state = _load(path, lambda: call(path, *args, **kwargs))
+    except (KeyError, TypeError, AttributeError) as err:
+        # fairseq's upgrade code fails on a torch file that is not a fairseq checkpoint
+        raise not_complete(path, f"not a fairseq checkpoint: {_first_line(err)}") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise not_complete(path, "no 'model' entry: not a fairseq checkpoint")
+    return state
 
 
 def _is_local(path) -> bool:

@@ -253,9 +253,6 @@ OUTSIDE_PATCHES = {
     # (it owns both hooks: patches/one_line_errors.py adds its handler there, add_error_handler)
     ("_cli_startup.py", "hydra.core.utils.JobReturn.return_value"): "start-up hook: before fairseq",
     ("_cli_startup.py", "sys.excepthook"): "start-up hook: before fairseq",
-    # safe loading is installed before the patches by fairseq_local/__init__.py (our own loads use it);
-    # it owns that hook point (checkpoint_fit's checks are its layer)
-    ("safe_loading.py", "fairseq.checkpoint_utils.load_checkpoint_to_cpu"): "safe loading, installed first",
     # installed when a run builds this scheduler, on fairseq-train's module (see DEFERRED)
     ("optim/plateau_every_n_updates.py", "fairseq_cli.train.validate"): "the scheduler's own hook",
     # a setting, not a wrapper: torch.compile's recompile limit, raised for --rnn-impl compiled only
@@ -264,9 +261,8 @@ OUTSIDE_PATCHES = {
 # A target that several behaviours change is wrapped by one module, which runs their layers
 # (fairseq_local/hook_points.py): the owner of each hook point, and the layers there in install order.
 POINT_OWNERS = {point: "patches/shared_targets.py" for point in hook_points.POINTS}
-POINT_OWNERS[hook_points.LOAD_CHECKPOINT_TO_CPU] = "safe_loading.py"  # installed before the patches
 LAYERS = {
-    hook_points.LOAD_CHECKPOINT_TO_CPU: ["checkpoint_fit"],
+    hook_points.LOAD_CHECKPOINT_TO_CPU: ["safe_loading", "checkpoint_fit"],  # safe loading before the patches
     hook_points.TRAINER_LOAD_CHECKPOINT: ["checkpoint_fit", "exact_resume"],
     hook_points.TRAINER_SAVE_CHECKPOINT: ["dictionary_fingerprint", "exact_resume"],
     hook_points.TRAINER_GET_TRAIN_ITERATOR: ["shape_plan_batching", "exact_resume"],
@@ -365,7 +361,7 @@ def test_each_hook_point_is_wrapped_by_its_owner_and_layered_in_install_order():
             assert found[point] == {POINT_OWNERS[point]}, (point, found.get(point))
         layers = [layer.__module__.rpartition(".")[2] for layer in hook_points.layers(point)]
         assert layers == LAYERS[point], (point, layers)
-        order = [m.__name__.rpartition(".")[2] for m in patches.ORDER]
+        order = ["safe_loading"] + [m.__name__.rpartition(".")[2] for m in patches.ORDER]
         assert sorted(layers, key=order.index) == layers, point
     for target in ("Trainer.load_checkpoint", "Trainer.save_checkpoint", "Trainer.get_train_iterator",
                    "FairseqTask.get_batch_iterator", "FairseqTask.build_generator"):

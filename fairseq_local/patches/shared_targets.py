@@ -1,6 +1,6 @@
 """The one wrapper on each fairseq function that more than one behaviour of the plugin changes.
 
-What it changes: ``Trainer.load_checkpoint``, ``save_checkpoint`` and ``get_train_iterator``,
+What it changes: ``checkpoint_utils.load_checkpoint_to_cpu``, ``Trainer.load_checkpoint``, ``save_checkpoint`` and ``get_train_iterator``,
 ``FairseqTask.get_batch_iterator`` and ``build_generator``, ``distributed_utils.call_main``,
 ``fairseq.dataclass.initialize.add_defaults`` (and the name ``add_defaults`` that
 ``fairseq_cli.train``, ``hydra_train`` and ``hydra_validate`` import from it) and
@@ -28,14 +28,16 @@ in the order of ``patches.ORDER`` (the first installed innermost):
 * ``FairseqTask.build_generator``: ``option_checks`` (the generation options), then
   ``shape_plan_batching`` (the beam of our ``--rnn-impl cuda-graphs`` models).
 
-``load_checkpoint_to_cpu`` is wrapped once too, by :mod:`fairseq_local.safe_loading` (installed
-before the patches, for our own loads as well), with ``checkpoint_fit``'s layer.  The modules of
+* ``checkpoint_utils.load_checkpoint_to_cpu``: :mod:`fairseq_local.safe_loading` (the allow-list
+  and one-line refusals; added when the plugin is imported, before the patches), then
+  ``checkpoint_fit`` (which model and task a checkpoint holds).  The modules of
 fairseq's command-line programs are wrapped where they are imported before the plugin (the CLIs
 import the plugin from their ``main``), whenever :func:`install` runs.
 """
 import functools
 import sys
 
+from fairseq import checkpoint_utils
 from fairseq.dataclass import initialize
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import FairseqTask
@@ -76,6 +78,8 @@ def _wrap_cli_modules():
 def install():
     if not _STATE:
         _STATE["add_defaults"] = initialize.add_defaults
+        checkpoint_utils.load_checkpoint_to_cpu = _layered(hook_points.LOAD_CHECKPOINT_TO_CPU,
+                                                           checkpoint_utils.load_checkpoint_to_cpu)
         Trainer.load_checkpoint = _layered(hook_points.TRAINER_LOAD_CHECKPOINT, Trainer.load_checkpoint)
         Trainer.save_checkpoint = _layered(hook_points.TRAINER_SAVE_CHECKPOINT, Trainer.save_checkpoint)
         Trainer.get_train_iterator = _layered(hook_points.TRAINER_GET_TRAIN_ITERATOR, Trainer.get_train_iterator)
