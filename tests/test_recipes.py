@@ -20,9 +20,11 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -509,6 +511,53 @@ def test_ptb_lm_recipe(ptb, name, extra):
     proc = recipe(name, "--data", "ptb", "--save-dir", save, "--small", *extra, cwd=work)
     assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt", proc.stdout + proc.stderr), name
     assert len(_ppl(proc.stdout)) == 2 and (save / "test.ppl").is_file()
+
+
+def _tree(pid):
+    """``pid`` and every process below it (from /proc)."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += kids.get(p, [])
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_killing_a_recipe_ends_every_process_it_started(ptb, tmp_path, sig):
+    """mc_rnn_ptb.sh killed (or Ctrl-C) while its fairseq-train runs: every process below it ends
+    with it, its last line says so, status 130, no traceback."""
+    work, data = ptb
+    save = tmp_path / "ck"
+    proc = subprocess.Popen(["bash", str(RECIPES / "mc_rnn_ptb.sh"), "--data", str(data), "--save-dir", str(save),
+                             "--", *TINY_LM, "optimization.max_update=100000"], cwd=work, env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.time() + 600
+    while proc.poll() is None and time.time() < end and not any(
+            "-train" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in _tree(proc.pid)
+            if os.path.exists(f"/proc/{p}/cmdline")):
+        time.sleep(0.2)
+    time.sleep(1)  # fairseq-hydra-train (the row's YAML) starting up below the recipe
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    below = [p for p in _tree(proc.pid) if p != proc.pid]
+    assert below, "nothing runs below the recipe"
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    err = proc.stderr.read()
+    end = time.time() + 15
+    while any(os.path.exists(f"/proc/{p}") for p in below) and time.time() < end:
+        time.sleep(0.1)
+    assert not [p for p in below if os.path.exists(f"/proc/{p}")], "a process outlived the recipe"
+    assert code == 130 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "mc_rnn_ptb.sh: interrupted"
 
 
 def test_prepare_ptb_absolute_paths(ptb, tmp_path):

@@ -22,24 +22,30 @@ activate_env() {  # use .venv when the caller has no fairseq on PATH
     source "$REPO_ROOT/scripts/setup_env.sh"
   fi
 }
-# run_interruptible FUNCTION MESSAGE: Ctrl-C without a child's traceback.  FUNCTION runs in a
-# background subshell that ignores SIGINT, and so does every program it starts (an ignored signal
-# is inherited): Ctrl-C, which signals the whole process group, then reaches only this script,
-# whose trap ends the function's whole process tree with SIGTERM (no Python "KeyboardInterrupt"
-# traceback), prints MESSAGE and exits 130.  Otherwise the script gets FUNCTION's exit status;
-# FUNCTION's own traps do not run (put clean-up traps in the script).
+# A recipe (a script under scripts/recipes/) runs under a supervisor: the script starts itself again
+# as a background child and waits.  Ctrl-C or kill (SIGTERM) of the recipe then reaches the
+# supervisor at once (bash runs no trap while a foreground step runs), which ends the child's whole
+# process tree with SIGTERM (trainings, decodings, nested recipes: their own clean-up runs), prints
+# "RECIPE: interrupted" once they have ended and exits 130.  The child ignores SIGINT (a background job does), and so do
+# the programs it starts: Ctrl-C, which signals the whole process group, reaches the supervisor only.
 _process_tree() { echo "$1"; local c; for c in $(pgrep -P "$1" 2>/dev/null); do _process_tree "$c"; done; }
-run_interruptible() {
-  _INTERRUPT_MESSAGE=$2 _BODY_PID=
-  # the trap is set before the subshell starts (which resets it, then ignores SIGINT before it starts
-  # anything): a Ctrl-C at any moment finds it in place
-  trap 'if [ -n "$_BODY_PID" ]; then kill -TERM $(_process_tree "$_BODY_PID") 2>/dev/null || true
-          wait "$_BODY_PID" 2>/dev/null || true; fi
-        echo "$_INTERRUPT_MESSAGE" >&2; exit 130' INT TERM
-  (trap '' INT; "$1") &
-  _BODY_PID=$!
-  wait "$_BODY_PID"
-}
+if [ "$(basename "$(dirname "$0")")" = recipes ] && [ -z "${_FAIRSEQ_LOCAL_RECIPE:-}" ]; then
+  export _FAIRSEQ_LOCAL_RECIPE=$$
+  _recipe_body=
+  _end_recipe() {  # SIGTERM to the body's tree; the line once every process of it has ended (<= 60 s)
+    local tree p n=600
+    if [ -n "$_recipe_body" ]; then
+      tree=$(_process_tree "$_recipe_body"); kill -TERM $tree 2>/dev/null || true
+      wait "$_recipe_body" 2>/dev/null || true
+      for p in $tree; do while [ $n -gt 0 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; n=$((n - 1)); done; done
+    fi
+    echo "$(basename "$0"): interrupted" >&2; exit 130
+  }
+  trap _end_recipe INT TERM
+  bash "$0" "$@" <&0 &
+  _recipe_body=$!
+  wait "$_recipe_body" && exit 0 || exit $?
+fi
 nsuffix() { if [ "$1" -gt 0 ]; then echo "$1"; fi; }  # 0 -> "", 1 -> "1" (fairseq test split names)
 abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }  # abs_dir DIR: create DIR, print its absolute path
 abs_path() { local d; d=$(cd "$(dirname "$1")" && pwd) || die "'$1': no such directory"; echo "$d/$(basename "$1")"; }
