@@ -22,6 +22,7 @@ Standard library only.
 import contextlib
 import errno
 import fcntl
+import fnmatch
 import gzip
 import hashlib
 import json
@@ -273,12 +274,23 @@ def is_ours(folder: str, markers=()) -> bool:
     return any(os.path.exists(os.path.join(folder, name)) for name in (OURS, *markers))
 
 
-def check_ours(folder: str, what: str, markers=()):
+def check_ours(folder: str, what: str, markers=(), writes=None):
     """An existing, non-empty ``folder`` that no tool of the plugin made (:func:`is_ours`) is
-    :class:`NotOursError`: a tool replaces only what it made earlier; so is a ``folder`` that is a file."""
+    :class:`NotOursError`: a tool replaces only what it made earlier; so is a ``folder`` that is a file.
+    ``writes`` (glob patterns of the names a tool that replaces the whole folder writes there): an
+    entry of the folder that matches none (another run's output put inside it, a user's file) is
+    :class:`NotOursError` too, since replacing the folder would delete it."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise NotOursError(f"{what} {folder} is a file, not a folder: it is left as it is; choose a folder")
-    if not os.path.isdir(folder) or not os.listdir(folder) or is_ours(folder, markers):
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        return
+    if is_ours(folder, markers):
+        foreign = [e for e in sorted(os.listdir(folder))
+                   if writes is not None and not any(fnmatch.fnmatch(e, p) for p in (*writes, OURS))]
+        if foreign:
+            raise NotOursError(f"{what} {folder} holds {os.path.join(folder, foreign[0])}, which this tool does "
+                               f"not write: replacing the folder would delete it, so it is left as it is; move "
+                               f"it out first, or choose another {what}")
         return
     raise NotOursError(f"{what} {folder} is a folder that no fairseq-local tool made (no {OURS} in it): it is "
                        f"left as it is; choose a new folder, or empty or remove it yourself")

@@ -192,6 +192,37 @@ def test_preprocess_sh_destdir_that_is_a_file_is_one_line(tmp_path):
     assert dest.read_text() == "mine\n"
 
 
+def test_preprocess_sh_force_never_deletes_another_runs_output_inside_destdir(tmp_path):
+    """generate.sh --out inside the data folder, then preprocess.sh --force on that folder: refused in
+    one line naming what it would delete, everything left as it was; without it, --force replaces."""
+    for name in ("train", "valid"):
+        for lang in ("de", "en"):
+            (tmp_path / f"{name}.{lang}").write_text("ein satz\nnoch ein satz\n" if lang == "de" else "a b\nc d\n")
+    dest = tmp_path / "data"
+    cmd = ["bash", str(SCRIPTS / "preprocess.sh"), "--src", "de", "--tgt", "en", "--train", str(tmp_path / "train"),
+           "--valid", str(tmp_path / "valid"), "--destdir", str(dest), "--bpe", "none"]
+    subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=True)
+    gen = dest / "gen"
+    gen.mkdir()
+    (gen / "gen.json").write_text("{}\n")
+    (gen / "hyp.txt").write_text("mine\n")
+    before = sorted(p.name for p in dest.iterdir())
+    proc = subprocess.run(cmd + ["--force"], capture_output=True, text=True, env=ENV)
+    assert_one_line(proc.returncode, proc.stderr, f"preprocess.sh: error: --destdir {dest} holds {gen}, which this "
+                                                  "tool does not write")
+    assert sorted(p.name for p in dest.iterdir()) == before and (gen / "hyp.txt").read_text() == "mine\n"
+    (gen / "gen.json").unlink()
+    (gen / "hyp.txt").unlink()
+    gen.rmdir()
+    proc = subprocess.run(cmd + ["--force"], capture_output=True, text=True, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in dest.iterdir()) == before_without(before, "gen")
+
+
+def before_without(names, name):
+    return [n for n in names if n != name]
+
+
 # ------------------------------------------------------------------------------------------------
 # 6. kill (SIGTERM) of a Python tool: as Ctrl-C, nothing half-written and no temporary left
 # ------------------------------------------------------------------------------------------------

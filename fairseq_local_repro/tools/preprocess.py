@@ -48,6 +48,8 @@ from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 
 PROG = "preprocess.sh"
 DEFAULT_BPE_SIZE = 8000
+# what a --destdir holds (--force replaces it whole; anything else in it is refused, not deleted)
+WRITES = ("dict*.txt", "*.bin", "*.idx", "bpe", "corpus.json", "preprocess.log")
 
 
 def _tests(text: str) -> List[str]:
@@ -117,7 +119,7 @@ class PreprocessOptions:
                 if not os.path.isfile(path):
                     raise DoorError(f"--{split.rstrip('0123456789')} file '{path}' does not exist")
         dest = self.destdir
-        if os.path.exists(dest) and (not os.path.isdir(dest) or os.listdir(dest)) and not self.force:
+        if os.path.isdir(dest) and os.listdir(dest) and not self.force:  # a file: check_ours' line
             raise DoorError(f"--destdir '{dest}' exists and is not empty (use --force to replace it)")
 
 
@@ -351,7 +353,7 @@ def preprocess(o: PreprocessOptions, log: Optional[IO] = None, release: bool = T
     lock = file_io.lock_path(dest, create=True)
     try:
         file_io.claim(dest, "--destdir", lock=lock, run=f"{PROG} run")
-        file_io.check_ours(dest, "--destdir", ["corpus.json"])
+        file_io.check_ours(dest, "--destdir", ["corpus.json"], writes=WRITES)
     except (file_io.OutputInUseError, file_io.NotOursError) as err:
         raise DoorError(str(err)) from None
     work = f"{dest}.tmp.{os.getpid()}"
