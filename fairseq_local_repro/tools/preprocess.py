@@ -28,6 +28,7 @@ built in DIR.tmp.PID and moved into place only when complete; DIR is claimed for
 run into DIR is one line naming the first one's pid).
 """
 import collections
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -267,8 +268,9 @@ def _bpe(o: PreprocessOptions, work: str, console: Console) -> List[str]:
         if o.bpe == "subword-nmt":
             with open(os.path.join(bpe_dir, f"codes.{m}"), "w", encoding="utf-8") as out:
                 files = [open(p, encoding="utf-8") for p in ins]
-                try:
-                    learn_bpe(itertools.chain(*files), out, o.size)
+                try:  # its progress bar goes where the console writes (the harness's log)
+                    with contextlib.redirect_stderr(console.log) if console.log else contextlib.nullcontext():
+                        learn_bpe(itertools.chain(*files), out, o.size)
                 finally:
                     for f in files:
                         f.close()
