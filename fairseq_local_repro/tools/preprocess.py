@@ -50,7 +50,8 @@ from fairseq_local_repro.text.unk_rate import log_rates, unk_warning
 PROG = "preprocess.sh"
 DEFAULT_BPE_SIZE = 8000
 # what a --destdir holds (--force replaces it whole; anything else in it is refused, not deleted)
-WRITES = ("dict*.txt", "*.bin", "*.idx", "bpe", "corpus.json", "preprocess.log")
+WRITES = ("dict*.txt", "*.bin", "*.idx", "bpe", "corpus.json", "preprocess.log",
+          "test_sets.txt")  # test_sets.txt: the NIST recipe's order of its test sets
 
 
 def _tests(text: str) -> List[str]:
