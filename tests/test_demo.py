@@ -130,6 +130,19 @@ def _descendants(pid):
     return found
 
 
+def kill_and_wait(proc, sig, children, name, grace=15):
+    """``sig`` to ``proc``; its status and stderr once every one of ``children`` has ended (a child
+    still alive ``grace`` seconds later fails the test)."""
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    err = proc.stderr.read()
+    end = time.time() + grace
+    while any(os.path.exists(f"/proc/{c}") for c in children) and time.time() < end:
+        time.sleep(0.1)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}")], f"a child outlived {name}"
+    return code, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_killing_the_demo_ends_its_children_and_leaves_no_work_folder(tmp_path, sig):
     """demo.sh killed while its fairseq-train runs: every process it started ends with it, no work
@@ -145,13 +158,7 @@ def test_killing_the_demo_ends_its_children_and_leaves_no_work_folder(tmp_path, 
     assert proc.poll() is None, proc.stderr.read()[-3000:]
     children = _descendants(proc.pid)
     assert children, "no fairseq-train below demo.sh"
-    proc.send_signal(sig)
-    code = proc.wait(timeout=60)
-    err = proc.stderr.read()
-    end = time.time() + 10
-    while any(os.path.exists(f"/proc/{c}") for c in children) and time.time() < end:
-        time.sleep(0.1)
-    assert not [c for c in children if os.path.exists(f"/proc/{c}")], "a child outlived demo.sh"
+    code, err = kill_and_wait(proc, sig, children, "demo.sh")
     assert code == 130 and "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == "demo.sh: interrupted"
     assert not list(tmp_path.rglob("*.tmp.*"))

@@ -31,6 +31,7 @@ import pytest
 
 from contract_lib import REPO
 from fairseq_local.safe_loading import safe_load
+from test_demo import _descendants, kill_and_wait
 
 pytestmark = pytest.mark.slow
 
@@ -513,24 +514,6 @@ def test_ptb_lm_recipe(ptb, name, extra):
     assert len(_ppl(proc.stdout)) == 2 and (save / "test.ppl").is_file()
 
 
-def _tree(pid):
-    """``pid`` and every process below it (from /proc)."""
-    kids = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += kids.get(p, [])
-    return found
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_killing_a_recipe_ends_every_process_it_started(ptb, tmp_path, sig):
     """mc_rnn_ptb.sh killed (or Ctrl-C) while its fairseq-train runs: every process below it ends
@@ -542,20 +525,14 @@ def test_killing_a_recipe_ends_every_process_it_started(ptb, tmp_path, sig):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     end = time.time() + 600
     while proc.poll() is None and time.time() < end and not any(
-            "-train" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in _tree(proc.pid)
+            "-train" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in _descendants(proc.pid)
             if os.path.exists(f"/proc/{p}/cmdline")):
         time.sleep(0.2)
     time.sleep(1)  # fairseq-hydra-train (the row's YAML) starting up below the recipe
     assert proc.poll() is None, proc.stderr.read()[-3000:]
-    below = [p for p in _tree(proc.pid) if p != proc.pid]
+    below = _descendants(proc.pid)
     assert below, "nothing runs below the recipe"
-    proc.send_signal(sig)
-    code = proc.wait(timeout=60)
-    err = proc.stderr.read()
-    end = time.time() + 15
-    while any(os.path.exists(f"/proc/{p}") for p in below) and time.time() < end:
-        time.sleep(0.1)
-    assert not [p for p in below if os.path.exists(f"/proc/{p}")], "a process outlived the recipe"
+    code, err = kill_and_wait(proc, sig, below, "mc_rnn_ptb.sh")
     assert code == 130 and "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == "mc_rnn_ptb.sh: interrupted"
 
